@@ -1,0 +1,112 @@
+// Package cli is troupe's command line: cobra commands that parse flags and
+// call into team, agent and store. It holds no behaviour of its own beyond
+// wiring and output formatting.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes, documented in README.md.
+const (
+	ExitOK       = 0
+	ExitError    = 1 // the run failed (model error, tool setup, …)
+	ExitUsage    = 2 // bad flags or arguments
+	ExitNoKey    = 3 // no API key configured
+	ExitEndpoint = 4 // the model endpoint could not be reached
+)
+
+// exitError carries an exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func withCode(code int, err error) error { return &exitError{code: code, err: err} }
+
+// app holds what every command shares: streams and global flags.
+type app struct {
+	ctx    context.Context
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+
+	workspace string // --workspace
+	stateDir  string // --state-dir (default <workspace>/.troupe, or $TROUPE_HOME)
+}
+
+// Workspace returns the absolute workspace directory.
+func (a *app) Workspace() (string, error) {
+	dir := a.workspace
+	if dir == "" {
+		var err error
+		if dir, err = os.Getwd(); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Abs(dir)
+}
+
+// StateDir returns the absolute state directory (.troupe of the workspace
+// unless overridden).
+func (a *app) StateDir() (string, error) {
+	if a.stateDir != "" {
+		return filepath.Abs(a.stateDir)
+	}
+	if env := os.Getenv("TROUPE_HOME"); env != "" {
+		return filepath.Abs(env)
+	}
+	ws, err := a.Workspace()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(ws, ".troupe"), nil
+}
+
+// Main runs troupe with args and returns the process exit code.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintf(stderr, "troupe: %v\n", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return ExitUsage
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "troupe",
+		Short:         "Run teams of LLM coding agents",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&a.workspace, "workspace", "", "workspace directory (default: the current directory)")
+	root.PersistentFlags().StringVar(&a.stateDir, "state-dir", "", "state directory (default: <workspace>/.troupe, or $TROUPE_HOME)")
+	a.addRunFlags(root)
+
+	bench := &cobra.Command{Use: "bench", Short: "Measure the runtime itself and print JSON figures"}
+	bench.AddCommand(a.benchTurnCmd(), a.benchStoreCmd())
+	root.AddCommand(bench, a.fakeAPICmd())
+	root.AddCommand(a.storeCmds()...)
+	return root
+}

@@ -1,0 +1,123 @@
+// Package tool defines what a tool is to an agent, the registry that offers
+// tools to a model, and the builtin tools (one file each). A tool failure the
+// model should see is a Result with IsError set; a Go error is never returned
+// from Run.
+//
+// It must never depend on agents or teams: anything a team-aware tool needs
+// comes through Env or through the tool's own constructor.
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/troupe-dev/troupe/internal/llm"
+)
+
+// Tool is something a model may call.
+type Tool interface {
+	// Spec is what the model is offered: name, description, input schema.
+	Spec() llm.ToolSpec
+	// ReadOnly reports whether the tool never changes anything, so that
+	// several calls may run in parallel and plan mode may allow it.
+	ReadOnly() bool
+	// Run executes one call. It must honour ctx and never panic on bad
+	// input: malformed arguments are an error Result.
+	Run(ctx context.Context, env *Env, input json.RawMessage) Result
+}
+
+// Env is what a tool call may use of its agent's surroundings.
+type Env struct {
+	// Workspace confines every file access.
+	Workspace *Workspace
+	// Agent and Team name the caller ("team-lead", "alice"); Team may be
+	// empty for a single agent.
+	Agent string
+	Team  string
+	// ToolUseID is the id of the call being run.
+	ToolUseID string
+}
+
+// Result is what the model sees of a call.
+type Result struct {
+	Content string
+	IsError bool
+}
+
+// Errorf returns an error Result.
+func Errorf(format string, args ...any) Result {
+	return Result{Content: fmt.Sprintf(format, args...), IsError: true}
+}
+
+// OK returns a successful Result.
+func OK(content string) Result { return Result{Content: content} }
+
+// Registry is an ordered set of tools, looked up by name.
+type Registry struct {
+	order []string
+	tools map[string]Tool
+}
+
+// NewRegistry returns a registry holding tools in the given order. A later
+// tool with the same name replaces the earlier one.
+func NewRegistry(tools ...Tool) *Registry {
+	r := &Registry{tools: map[string]Tool{}}
+	for _, t := range tools {
+		r.Add(t)
+	}
+	return r
+}
+
+// Add puts t in the registry, replacing any tool of the same name.
+func (r *Registry) Add(t Tool) {
+	name := t.Spec().Name
+	if _, ok := r.tools[name]; !ok {
+		r.order = append(r.order, name)
+	}
+	r.tools[name] = t
+}
+
+// Remove takes the named tools out of the registry.
+func (r *Registry) Remove(names ...string) {
+	for _, n := range names {
+		if _, ok := r.tools[n]; !ok {
+			continue
+		}
+		delete(r.tools, n)
+		for i, o := range r.order {
+			if o == n {
+				r.order = append(r.order[:i], r.order[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+// Get returns the named tool.
+func (r *Registry) Get(name string) (Tool, bool) {
+	t, ok := r.tools[name]
+	return t, ok
+}
+
+// Names returns the tool names in registry order.
+func (r *Registry) Names() []string { return append([]string(nil), r.order...) }
+
+// Specs returns the specs in registry order. The order is stable so that the
+// request prefix stays byte-identical between turns.
+func (r *Registry) Specs() []llm.ToolSpec {
+	out := make([]llm.ToolSpec, 0, len(r.order))
+	for _, n := range r.order {
+		out = append(out, r.tools[n].Spec())
+	}
+	return out
+}
+
+// UnknownError is the result for a call of a tool that is not offered.
+func (r *Registry) UnknownError(name string) Result {
+	names := r.Names()
+	sort.Strings(names)
+	return Errorf("unknown tool %q; the tools available are: %s", name, strings.Join(names, ", "))
+}
