@@ -39,6 +39,9 @@ type Env struct {
 	Team  string
 	// ToolUseID is the id of the call being run.
 	ToolUseID string
+	// Jobs tracks the agent's background work; nil when the agent has
+	// none (background requests are then refused).
+	Jobs *Jobs
 }
 
 // Result is what the model sees of a call.
