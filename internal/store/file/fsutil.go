@@ -1,0 +1,178 @@
+package file
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/gofrs/flock"
+)
+
+// writeFileAtomic replaces path with data: temp file in the same directory,
+// fsync, rename, fsync of the directory. Readers see the old or the new
+// content, never a mix, and a crash leaves one of the two.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes a directory's entries (creations, renames, removals) durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// fileLock is an exclusive lock held across goroutines of this process (the
+// mutex) and across processes (flock on the lock file). gofrs/flock alone
+// is not enough in-process: a Flock value already locked by one goroutine
+// returns at once for another.
+type fileLock struct {
+	mu sync.Mutex
+	fl *flock.Flock
+}
+
+func (l *fileLock) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if err := l.fl.Lock(); err != nil {
+		l.mu.Unlock()
+		return fmt.Errorf("lock %s: %w", l.fl.Path(), err)
+	}
+	return nil
+}
+
+func (l *fileLock) unlock() {
+	_ = l.fl.Unlock() // closing the descriptor releases it anyway
+	l.mu.Unlock()
+}
+
+// locks hands out one fileLock per lock file path.
+type locks struct {
+	mu sync.Mutex
+	m  map[string]*fileLock
+}
+
+func (ls *locks) get(path string) *fileLock {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.m == nil {
+		ls.m = make(map[string]*fileLock)
+	}
+	l, ok := ls.m[path]
+	if !ok {
+		l = &fileLock{fl: flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR))}
+		ls.m[path] = l
+	}
+	return l
+}
+
+// withLock runs fn holding the lock at path.
+func (ls *locks) withLock(ctx context.Context, path string, fn func() error) error {
+	l := ls.get(path)
+	if err := l.lock(ctx); err != nil {
+		return err
+	}
+	defer l.unlock()
+	return fn()
+}
+
+// appendLine appends line (which ends in a newline) to path with one write
+// and fsyncs it. The caller holds the file's lock. check, if not nil, sees
+// the current size first and may refuse the append. If the file ends in a
+// torn line (a writer died mid-line), that line is terminated first so the
+// new one is not glued to it: the torn line then reads as malformed and is
+// set aside, and the new line stays intact.
+func appendLine(path string, line []byte, check func(size int64) error) (err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		if f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
+			err = syncDir(filepath.Dir(path))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size := st.Size()
+	if check != nil {
+		if err := check(size); err != nil {
+			return err
+		}
+	}
+	if size > 0 {
+		var last [1]byte
+		if _, err := f.ReadAt(last[:], size-1); err != nil {
+			return err
+		}
+		if last[0] != '\n' {
+			line = append([]byte{'\n'}, line...)
+		}
+	}
+	if _, err := f.Write(line); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+func exists(path string) (bool, error) {
+	_, err := os.Stat(path)
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return false, err
+}
+
+// jsonCompact appends src without insignificant space to dst, or returns
+// nil if src is not exactly one JSON value.
+func jsonCompact(dst, src []byte) []byte {
+	buf := bytes.NewBuffer(dst)
+	if err := json.Compact(buf, src); err != nil {
+		return nil
+	}
+	return buf.Bytes()
+}

@@ -1,0 +1,118 @@
+package file
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/troupe-dev/troupe/internal/store"
+)
+
+// journal is the team's events.jsonl, appended under events.lock.
+type journal struct{ t *Team }
+
+var _ store.Journal = (*journal)(nil)
+
+// Append records e.
+func (j *journal) Append(ctx context.Context, e store.Event) error {
+	if e.Type == "" {
+		return fmt.Errorf("append event: no type")
+	}
+	if e.Team == "" {
+		e.Team = j.t.name
+	}
+	if e.TS.IsZero() {
+		e.TS = j.t.s.opts.Now().UTC()
+	}
+	line, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("append event %s: %w", e.Type, err)
+	}
+	return j.t.appendLocked(ctx, j.t.path("events.lock"), j.t.path("events.jsonl"), append(line, '\n'))
+}
+
+// Read returns every event in order; malformed lines are reported and
+// skipped.
+func (j *journal) Read(ctx context.Context) ([]store.Event, error) {
+	data, err := readFrom(j.t.path("events.jsonl"), 0)
+	if err != nil {
+		return nil, fmt.Errorf("read journal of team %s: %w", j.t.name, err)
+	}
+	out := []store.Event{}
+	scanLines(data, 0, func(line []byte, end int64) {
+		var e store.Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			j.t.s.opts.Logger.Warn("skipping malformed journal line", "team", j.t.name, "offset", end-int64(len(line)), "err", err)
+			return
+		}
+		out = append(out, e)
+	})
+	return out, nil
+}
+
+// Tail returns the last n events.
+func (j *journal) Tail(ctx context.Context, n int) ([]store.Event, error) {
+	all, err := j.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if n >= 0 && len(all) > n {
+		all = all[len(all)-n:]
+	}
+	return all, nil
+}
+
+// AppendTranscript appends one JSON value as a line of member's transcript
+// (transcripts/<member>.jsonl).
+func (t *Team) AppendTranscript(ctx context.Context, member string, line json.RawMessage) error {
+	name, err := store.NormalizeName(member)
+	if err != nil {
+		return fmt.Errorf("append transcript: %w", err)
+	}
+	var compact []byte
+	if len(line) > 0 {
+		buf := make([]byte, 0, len(line)+1)
+		b := jsonCompact(buf, line)
+		if b == nil {
+			return fmt.Errorf("append transcript of %s: not one JSON value", name)
+		}
+		compact = b
+	} else {
+		return fmt.Errorf("append transcript of %s: empty line", name)
+	}
+	if err := os.MkdirAll(t.path("transcripts"), 0o755); err != nil {
+		return err
+	}
+	return t.appendLocked(ctx, t.path("transcripts", name+".lock"), t.path("transcripts", name+".jsonl"), append(compact, '\n'))
+}
+
+// ReadTranscript returns the lines of member's transcript.
+func (t *Team) ReadTranscript(ctx context.Context, member string) ([]json.RawMessage, error) {
+	name, err := store.NormalizeName(member)
+	if err != nil {
+		return nil, fmt.Errorf("read transcript: %w", err)
+	}
+	data, err := readFrom(t.path("transcripts", name+".jsonl"), 0)
+	if err != nil {
+		return nil, fmt.Errorf("read transcript of %s: %w", name, err)
+	}
+	out := []json.RawMessage{}
+	scanLines(data, 0, func(line []byte, _ int64) {
+		if json.Valid(line) {
+			out = append(out, json.RawMessage(line[:len(line)-1]))
+		}
+	})
+	return out, nil
+}
+
+func (t *Team) appendLocked(ctx context.Context, lockPath, path string, line []byte) error {
+	if err := t.s.closedErr(); err != nil {
+		return err
+	}
+	err := t.s.locks.withLock(ctx, lockPath, func() error { return appendLine(path, line, nil) })
+	if err != nil {
+		return fmt.Errorf("append to %s: %w", path, err)
+	}
+	return nil
+}

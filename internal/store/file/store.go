@@ -1,0 +1,295 @@
+// Package file is troupe's default store: plain files under the workspace's
+// .troupe directory, readable with cat, jq and grep, safe under concurrent
+// use by any number of goroutines and processes.
+//
+// Layout (DESIGN §3), under <stateDir>/teams/<team>/:
+//
+//	config.json                 roster, replaced whole (temp + fsync + rename) under config.lock
+//	inbox/<member>.jsonl        one message per line, appended under inbox/<member>.lock
+//	inbox/<member>.cursor       {"offset":N,"len":L,"sum":"…"}: bytes durably consumed
+//	inbox/<member>.bad          malformed lines set aside by the reader
+//	tasks/<id>.json             one task per file; tasks/.highwatermark; tasks/.lock
+//	transcripts/<member>.jsonl  an agent's conversation, appended under <member>.lock
+//	events.jsonl                the team journal, appended under events.lock
+//
+// Every append is one write of one line, fsynced, under the file's lock.
+// Waiters are woken by channels in this process, by fsnotify across
+// processes, and by a poll (Options.PollInterval) when nothing else works.
+//
+// It must never depend on agents, teams' behaviour, models or tools.
+package file
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/store"
+)
+
+// Options tune a Store. The zero value is the production default.
+type Options struct {
+	// MaxInboxBytes is the unread backlog (bytes past a reader's cursor)
+	// beyond which a send is refused with store.ErrInboxFull. Default 8 MiB.
+	MaxInboxBytes int64
+	// PollInterval is how often a blocked Receive or Watch looks again when
+	// no event woke it. Default 1 s.
+	PollInterval time.Duration
+	// DisableWatch turns fsnotify off, leaving in-process wake-ups and the
+	// poll (for tests of the fallback).
+	DisableWatch bool
+	// Logger receives warnings (malformed lines). Default slog.Default().
+	Logger *slog.Logger
+	// Now and NewID are seams for tests. Defaults: time.Now, store.NewID.
+	Now   func() time.Time
+	NewID func() string
+}
+
+// Store is the file store rooted at a state directory (.troupe).
+type Store struct {
+	dir      string
+	teamsDir string
+	opts     Options
+
+	locks   locks
+	hub     hub
+	watcher watcher
+
+	mu      sync.Mutex
+	readers map[string]*reader // key inboxKey(team, member)
+	rosters map[string]*rosterCache
+	closed  bool
+	done    chan struct{}
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the file store in stateDir.
+func Open(stateDir string, opts Options) (*Store, error) {
+	if opts.MaxInboxBytes <= 0 {
+		opts.MaxInboxBytes = 8 << 20
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.NewID == nil {
+		now := opts.Now
+		opts.NewID = func() string { return store.NewID(now()) }
+	}
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	teams := filepath.Join(abs, "teams")
+	if err := os.MkdirAll(teams, 0o755); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s := &Store{
+		dir:      abs,
+		teamsDir: teams,
+		opts:     opts,
+		readers:  make(map[string]*reader),
+		rosters:  make(map[string]*rosterCache),
+		done:     make(chan struct{}),
+	}
+	s.watcher = watcher{teamsDir: teams, hub: &s.hub, poll: opts.PollInterval, disabled: opts.DisableWatch}
+	return s, nil
+}
+
+// Dir returns the state directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Close stops the watcher; blocked calls return store.ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	s.mu.Unlock()
+	s.watcher.close()
+	return nil
+}
+
+func (s *Store) teamDir(name string) string { return filepath.Join(s.teamsDir, name) }
+
+// CreateTeam creates the team's directories and its config.json.
+func (s *Store) CreateTeam(ctx context.Context, r store.Roster) (store.Team, error) {
+	name, err := store.NormalizeName(r.Name)
+	if err != nil {
+		return nil, fmt.Errorf("create team: %w", err)
+	}
+	r.Name = name
+	r.Lead = store.LeadName
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = s.opts.Now().UTC()
+	}
+	if r.Members == nil {
+		r.Members = []store.Member{}
+	}
+	if err := validateRoster(&r); err != nil {
+		return nil, fmt.Errorf("create team %s: %w", name, err)
+	}
+	dir := s.teamDir(name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("create team %s: %w", name, store.ErrTeamExists)
+		}
+		return nil, fmt.Errorf("create team %s: %w", name, err)
+	}
+	for _, sub := range []string{"inbox", "tasks", "transcripts"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
+			return nil, fmt.Errorf("create team %s: %w", name, err)
+		}
+	}
+	data, err := marshalRoster(&r)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "config.json"), data); err != nil {
+		return nil, fmt.Errorf("create team %s: %w", name, err)
+	}
+	if err := syncDir(s.teamsDir); err != nil {
+		return nil, err
+	}
+	return s.team(name), nil
+}
+
+// Team opens an existing team.
+func (s *Store) Team(ctx context.Context, name string) (store.Team, error) {
+	t, err := s.OpenTeam(name)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// OpenTeam is Team returning the concrete type, which adds transcripts.
+func (s *Store) OpenTeam(name string) (*Team, error) {
+	n, err := store.NormalizeName(name)
+	if err != nil {
+		return nil, fmt.Errorf("team: %w", err)
+	}
+	ok, err := exists(filepath.Join(s.teamDir(n), "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("team %s: %w", n, store.ErrTeamNotFound)
+	}
+	return s.team(n), nil
+}
+
+func (s *Store) team(name string) *Team {
+	t := &Team{s: s, name: name, dir: s.teamDir(name)}
+	t.tasks = &tasks{t: t}
+	t.mailbox = &mailbox{t: t}
+	t.journal = &journal{t: t}
+	return t
+}
+
+// ListTeams returns every team's roster, sorted by name. A team whose
+// config.json cannot be read is reported as an error.
+func (s *Store) ListTeams(ctx context.Context) ([]store.Roster, error) {
+	ents, err := os.ReadDir(s.teamsDir)
+	if err != nil {
+		return nil, fmt.Errorf("list teams: %w", err)
+	}
+	var out []store.Roster
+	for _, e := range ents {
+		if !e.IsDir() || !store.NamePattern.MatchString(e.Name()) {
+			continue
+		}
+		r, err := s.team(e.Name()).ReadRoster(ctx)
+		if errors.Is(err, store.ErrTeamNotFound) {
+			continue // being created or deleted
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b store.Roster) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// DeleteTeam removes a team's directory. The config.json goes first so that
+// the team stops existing at once even if removing the rest fails.
+func (s *Store) DeleteTeam(ctx context.Context, name string) error {
+	n, err := store.NormalizeName(name)
+	if err != nil {
+		return fmt.Errorf("delete team: %w", err)
+	}
+	dir := s.teamDir(n)
+	if err := os.Remove(filepath.Join(dir, "config.json")); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("delete team %s: %w", n, store.ErrTeamNotFound)
+		}
+		return fmt.Errorf("delete team %s: %w", n, err)
+	}
+	s.mu.Lock()
+	for k := range s.readers {
+		if len(k) > len(n) && k[:len(n)+1] == n+"/" {
+			delete(s.readers, k)
+		}
+	}
+	delete(s.rosters, n)
+	s.mu.Unlock()
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("delete team %s: %w", n, err)
+	}
+	return syncDir(s.teamsDir)
+}
+
+// Team is one team of a file store.
+type Team struct {
+	s       *Store
+	name    string
+	dir     string
+	tasks   *tasks
+	mailbox *mailbox
+	journal *journal
+}
+
+var _ store.Team = (*Team)(nil)
+
+func (t *Team) Name() string            { return t.name }
+func (t *Team) Tasks() store.Tasks      { return t.tasks }
+func (t *Team) Mailbox() store.Mailbox  { return t.mailbox }
+func (t *Team) Journal() store.Journal  { return t.journal }
+func (t *Team) path(p ...string) string { return filepath.Join(append([]string{t.dir}, p...)...) }
+
+// closedErr reports whether the store was closed.
+func (s *Store) closedErr() error {
+	select {
+	case <-s.done:
+		return store.ErrClosed
+	default:
+		return nil
+	}
+}
+
+func marshalRoster(r *store.Roster) ([]byte, error) {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}

@@ -1,0 +1,611 @@
+package file
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/troupe-dev/troupe/internal/store"
+)
+
+// tasks is a team's board: tasks/<id>.json files, changed only under
+// tasks/.lock. A change that touches several files (dependencies on both
+// sides) is first written whole to tasks/.intent, then applied, then the
+// intent is removed; whoever takes the lock next finishes an intent a crash
+// left behind, so the two sides of a link never disagree.
+type tasks struct{ t *Team }
+
+var _ store.Tasks = (*tasks)(nil)
+
+func (b *tasks) dir() string           { return b.t.path("tasks") }
+func (b *tasks) file(id string) string { return b.t.path("tasks", id+".json") }
+
+// intent is the redo record of a multi-file board change.
+type intent struct {
+	Write  []store.Task `json:"write"`
+	Remove []string     `json:"remove"`
+}
+
+// tx is one board change under the lock: it caches the tasks it reads and
+// writes back those it changed.
+type tx struct {
+	b       *tasks
+	cache   map[string]*store.Task
+	dirty   []string
+	removed []string
+}
+
+// do runs fn under the board lock and commits what it changed.
+func (b *tasks) do(ctx context.Context, fn func(*tx) error) error {
+	if err := b.t.s.closedErr(); err != nil {
+		return err
+	}
+	err := b.t.s.locks.withLock(ctx, b.t.path("tasks", ".lock"), func() error {
+		if err := b.replayIntent(); err != nil {
+			return err
+		}
+		x := &tx{b: b, cache: make(map[string]*store.Task)}
+		if err := fn(x); err != nil {
+			return err
+		}
+		return x.commit()
+	})
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+func (b *tasks) replayIntent() error {
+	path := b.t.path("tasks", ".intent")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var in intent
+	if err := json.Unmarshal(data, &in); err != nil {
+		// A torn intent cannot exist (it is renamed into place whole), so
+		// this is a hand edit: refuse to guess.
+		return fmt.Errorf("task board of team %s: unreadable %s: %w", b.t.name, path, err)
+	}
+	if err := b.apply(&in); err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil {
+		return err
+	}
+	return syncDir(b.dir())
+}
+
+func (b *tasks) apply(in *intent) error {
+	for i := range in.Write {
+		data, err := store.MarshalTask(&in.Write[i])
+		if err != nil {
+			return err
+		}
+		if err := writeFileAtomic(b.file(in.Write[i].ID), data); err != nil {
+			return fmt.Errorf("write task %s: %w", in.Write[i].ID, err)
+		}
+	}
+	for _, id := range in.Remove {
+		if err := os.Remove(b.file(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove task %s: %w", id, err)
+		}
+	}
+	if len(in.Remove) > 0 {
+		return syncDir(b.dir())
+	}
+	return nil
+}
+
+func (x *tx) commit() error {
+	if len(x.dirty) == 0 && len(x.removed) == 0 {
+		return nil
+	}
+	var in intent
+	for _, id := range x.dirty {
+		if t := x.cache[id]; t != nil {
+			in.Write = append(in.Write, *t)
+		}
+	}
+	in.Remove = x.removed
+	if len(in.Write) == 1 && len(in.Remove) == 0 {
+		// One file: its atomic rename is the whole change.
+		if err := x.b.apply(&in); err != nil {
+			return err
+		}
+	} else {
+		data, err := json.Marshal(&in)
+		if err != nil {
+			return err
+		}
+		path := x.b.t.path("tasks", ".intent")
+		if err := writeFileAtomic(path, data); err != nil {
+			return fmt.Errorf("task board of team %s: %w", x.b.t.name, err)
+		}
+		if err := x.b.apply(&in); err != nil {
+			return err
+		}
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+	}
+	x.b.t.s.hub.notify(tasksKey(x.b.t.name))
+	return nil
+}
+
+// get returns the task (a pointer into the cache that the caller may change
+// and then mark with put).
+func (x *tx) get(id string) (*store.Task, error) {
+	if t, ok := x.cache[id]; ok {
+		if t == nil {
+			return nil, fmt.Errorf("task %s: %w", id, store.ErrTaskNotFound)
+		}
+		return t, nil
+	}
+	t, err := x.b.read(id)
+	if errors.Is(err, store.ErrTaskNotFound) {
+		x.cache[id] = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	x.cache[id] = &t
+	return &t, nil
+}
+
+func (x *tx) put(t *store.Task) {
+	x.cache[t.ID] = t
+	if !slices.Contains(x.dirty, t.ID) {
+		x.dirty = append(x.dirty, t.ID)
+	}
+}
+
+func (x *tx) remove(id string) {
+	x.cache[id] = nil
+	x.dirty = slices.DeleteFunc(x.dirty, func(d string) bool { return d == id })
+	x.removed = append(x.removed, id)
+}
+
+// read loads one task file.
+func (b *tasks) read(id string) (store.Task, error) {
+	if !store.ValidTaskID(id) {
+		return store.Task{}, fmt.Errorf("task %q: %w", id, store.ErrTaskNotFound)
+	}
+	data, err := os.ReadFile(b.file(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return store.Task{}, fmt.Errorf("task %s: %w", id, store.ErrTaskNotFound)
+	}
+	if err != nil {
+		return store.Task{}, err
+	}
+	t, err := store.ParseTask(data)
+	if err != nil {
+		return store.Task{}, fmt.Errorf("task file %s: %w", b.file(id), err)
+	}
+	if t.ID != id {
+		return store.Task{}, fmt.Errorf("task file %s: %w: holds id %s", b.file(id), store.ErrInvalidTask, t.ID)
+	}
+	if t.Status == store.TaskDeleted {
+		return store.Task{}, fmt.Errorf("task %s: %w", id, store.ErrTaskNotFound)
+	}
+	return t, nil
+}
+
+// ids returns the ids of the task files, in numeric order.
+func (b *tasks) ids() ([]string, error) {
+	ents, err := os.ReadDir(b.dir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("team %s: %w", b.t.name, store.ErrTeamNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && store.ValidTaskID(id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		na, nb := store.TaskNum(a), store.TaskNum(b)
+		switch {
+		case na < nb:
+			return -1
+		case na > nb:
+			return 1
+		}
+		return 0
+	})
+	return ids, nil
+}
+
+// all returns every readable task of the board in id order, through the
+// transaction's cache; unreadable files are reported and skipped.
+func (x *tx) all() ([]*store.Task, error) {
+	ids, err := x.b.ids()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*store.Task, 0, len(ids))
+	for _, id := range ids {
+		t, err := x.get(id)
+		if errors.Is(err, store.ErrTaskNotFound) {
+			continue
+		}
+		if err != nil {
+			x.b.t.s.opts.Logger.Warn("skipping unreadable task", "team", x.b.t.name, "id", id, "err", err)
+			x.cache[id] = nil
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// Create adds a task with the next id.
+func (b *tasks) Create(ctx context.Context, t store.Task) (store.Task, error) {
+	var out store.Task
+	err := b.do(ctx, func(x *tx) error {
+		ids, err := b.ids()
+		if err != nil {
+			return err
+		}
+		var next uint64
+		if len(ids) > 0 {
+			next = store.TaskNum(ids[len(ids)-1])
+		}
+		hwmPath := b.t.path("tasks", ".highwatermark")
+		if data, err := os.ReadFile(hwmPath); err == nil {
+			if n, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 63); err == nil && n > next {
+				next = n
+			}
+		}
+		next++
+		id := strconv.FormatUint(next, 10)
+		now := b.t.s.opts.Now().UTC()
+		base := store.Task{
+			ID: id, Subject: t.Subject, Description: t.Description, ActiveForm: t.ActiveForm,
+			Status: store.TaskPending, Owner: t.Owner, BlockedBy: []string{}, Blocks: []string{},
+			Metadata: t.Metadata, CreatedAt: now, UpdatedAt: now,
+		}
+		if base.Metadata == nil {
+			base.Metadata = map[string]any{}
+		}
+		if err := store.ValidateTask(&base); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(hwmPath, []byte(id+"\n")); err != nil {
+			return err
+		}
+		x.put(&base)
+		want := t
+		if want.Status == "" {
+			want.Status = store.TaskPending
+		}
+		out, err = x.change(&base, func(n *store.Task) error {
+			n.Status = want.Status
+			n.BlockedBy = slices.Clone(want.BlockedBy)
+			n.Blocks = slices.Clone(want.Blocks)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return store.Task{}, fmt.Errorf("create task: %w", err)
+	}
+	return out, nil
+}
+
+// Get returns one task.
+func (b *tasks) Get(ctx context.Context, id string) (store.Task, error) {
+	var out store.Task
+	err := b.do(ctx, func(x *tx) error {
+		t, err := x.get(id)
+		if err != nil {
+			return err
+		}
+		out = cloneTask(t)
+		return nil
+	})
+	return out, err
+}
+
+// List returns every task in id order.
+func (b *tasks) List(ctx context.Context) ([]store.Task, error) {
+	var out []store.Task
+	err := b.do(ctx, func(x *tx) error {
+		all, err := x.all()
+		if err != nil {
+			return err
+		}
+		out = make([]store.Task, len(all))
+		for i, t := range all {
+			out[i] = cloneTask(t)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Update applies fn to task id atomically.
+func (b *tasks) Update(ctx context.Context, id string, fn func(*store.Task) error) (store.Task, error) {
+	var out store.Task
+	err := b.do(ctx, func(x *tx) error {
+		cur, err := x.get(id)
+		if err != nil {
+			return err
+		}
+		out, err = x.change(cur, fn)
+		return err
+	})
+	if err != nil {
+		return store.Task{}, fmt.Errorf("update task %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// change applies fn to a copy of cur and mirrors the dependency changes.
+func (x *tx) change(cur *store.Task, fn func(*store.Task) error) (store.Task, error) {
+	next := cloneTask(cur)
+	if err := fn(&next); err != nil {
+		return store.Task{}, err
+	}
+	next.ID, next.CreatedAt = cur.ID, cur.CreatedAt
+	next.BlockedBy = sortedIDs(next.BlockedBy)
+	next.Blocks = sortedIDs(next.Blocks)
+	if next.Metadata == nil {
+		next.Metadata = map[string]any{}
+	}
+	if err := store.ValidateTask(&next); err != nil {
+		return store.Task{}, err
+	}
+	next.UpdatedAt = x.b.t.s.opts.Now().UTC()
+	id := next.ID
+
+	if next.Status == store.TaskDeleted {
+		for _, d := range cur.BlockedBy {
+			if dt, err := x.get(d); err == nil {
+				dt.Blocks = without(dt.Blocks, id)
+				x.put(dt)
+			}
+		}
+		for _, d := range cur.Blocks {
+			if dt, err := x.get(d); err == nil {
+				dt.BlockedBy = without(dt.BlockedBy, id)
+				x.put(dt)
+			}
+		}
+		x.remove(id)
+		next.BlockedBy, next.Blocks = []string{}, []string{}
+		return next, nil
+	}
+
+	added := false
+	for _, d := range minus(next.BlockedBy, cur.BlockedBy) {
+		dt, err := x.get(d)
+		if err != nil {
+			return store.Task{}, fmt.Errorf("blocked by: %w", err)
+		}
+		if dt.Status == store.TaskCompleted {
+			next.BlockedBy = without(next.BlockedBy, d) // already done
+			continue
+		}
+		dt.Blocks = sortedIDs(append(dt.Blocks, id))
+		x.put(dt)
+		added = true
+	}
+	for _, d := range minus(cur.BlockedBy, next.BlockedBy) {
+		if dt, err := x.get(d); err == nil {
+			dt.Blocks = without(dt.Blocks, id)
+			x.put(dt)
+		}
+	}
+	for _, d := range minus(next.Blocks, cur.Blocks) {
+		dt, err := x.get(d)
+		if err != nil {
+			return store.Task{}, fmt.Errorf("blocks: %w", err)
+		}
+		if next.Status == store.TaskCompleted {
+			next.Blocks = without(next.Blocks, d)
+			continue
+		}
+		dt.BlockedBy = sortedIDs(append(dt.BlockedBy, id))
+		x.put(dt)
+		added = true
+	}
+	for _, d := range minus(cur.Blocks, next.Blocks) {
+		if dt, err := x.get(d); err == nil {
+			dt.BlockedBy = without(dt.BlockedBy, id)
+			x.put(dt)
+		}
+	}
+	if next.Status == store.TaskCompleted {
+		for _, d := range next.Blocks {
+			if dt, err := x.get(d); err == nil {
+				dt.BlockedBy = without(dt.BlockedBy, id)
+				x.put(dt)
+			}
+		}
+		next.Blocks = []string{}
+	}
+	nt := next
+	x.put(&nt)
+	if added {
+		if err := x.checkCycle(id); err != nil {
+			return store.Task{}, err
+		}
+	}
+	return cloneTask(&nt), nil
+}
+
+// checkCycle reports whether id can reach itself through blocked_by. Only
+// edges touching id were added, so any new cycle passes through it.
+func (x *tx) checkCycle(id string) error {
+	seen := map[string]bool{}
+	var visit func(string) bool
+	visit = func(n string) bool {
+		t, err := x.get(n)
+		if err != nil {
+			return false
+		}
+		for _, d := range t.BlockedBy {
+			if d == id {
+				return true
+			}
+			if !seen[d] {
+				seen[d] = true
+				if visit(d) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if visit(id) {
+		return fmt.Errorf("%w through task %s", store.ErrCycle, id)
+	}
+	return nil
+}
+
+// Claim sets owner on task id if it is claimable.
+func (b *tasks) Claim(ctx context.Context, id, owner string) (store.Task, error) {
+	if owner == "" {
+		return store.Task{}, fmt.Errorf("claim task %s: %w: no owner", id, store.ErrInvalidName)
+	}
+	var out store.Task
+	err := b.do(ctx, func(x *tx) error {
+		t, err := x.get(id)
+		if err != nil {
+			return err
+		}
+		if err := t.Claimable(); err != nil {
+			if t.Owner != "" {
+				return fmt.Errorf("%w (owner %s)", err, t.Owner)
+			}
+			return err
+		}
+		out = x.claim(t, owner)
+		return nil
+	})
+	if err != nil {
+		return store.Task{}, fmt.Errorf("claim task %s: %w", id, err)
+	}
+	return out, nil
+}
+
+func (x *tx) claim(t *store.Task, owner string) store.Task {
+	t.Owner = owner
+	t.Status = store.TaskInProgress
+	t.UpdatedAt = x.b.t.s.opts.Now().UTC()
+	x.put(t)
+	return cloneTask(t)
+}
+
+// ClaimNext claims the claimable task with the lowest id.
+func (b *tasks) ClaimNext(ctx context.Context, owner string) (store.Task, error) {
+	if owner == "" {
+		return store.Task{}, fmt.Errorf("claim: %w: no owner", store.ErrInvalidName)
+	}
+	var out store.Task
+	err := b.do(ctx, func(x *tx) error {
+		ids, err := b.ids()
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			t, err := x.get(id)
+			if err != nil || t.Claimable() != nil {
+				continue
+			}
+			out = x.claim(t, owner)
+			return nil
+		}
+		return store.ErrNoTask
+	})
+	if err != nil {
+		return store.Task{}, fmt.Errorf("claim: %w", err)
+	}
+	return out, nil
+}
+
+// Watch wakes on any change to the board.
+func (b *tasks) Watch(ctx context.Context) (<-chan struct{}, error) {
+	if err := b.t.s.closedErr(); err != nil {
+		return nil, err
+	}
+	key := tasksKey(b.t.name)
+	ch := b.t.s.hub.subscribe(key)
+	b.t.s.watcher.watchDir(b.dir())
+	context.AfterFunc(ctx, func() { b.t.s.hub.unsubscribe(key, ch, true) })
+	return ch, nil
+}
+
+func cloneTask(t *store.Task) store.Task {
+	c := *t
+	c.BlockedBy = slices.Clone(t.BlockedBy)
+	c.Blocks = slices.Clone(t.Blocks)
+	if c.BlockedBy == nil {
+		c.BlockedBy = []string{}
+	}
+	if c.Blocks == nil {
+		c.Blocks = []string{}
+	}
+	if t.Metadata != nil {
+		// Metadata values are JSON values; a round trip is a deep copy.
+		if data, err := json.Marshal(t.Metadata); err == nil {
+			var m map[string]any
+			if json.Unmarshal(data, &m) == nil {
+				c.Metadata = m
+			}
+		}
+	}
+	return c
+}
+
+func sortedIDs(ids []string) []string {
+	out := slices.Clone(ids)
+	slices.SortFunc(out, func(a, b string) int {
+		na, nb := store.TaskNum(a), store.TaskNum(b)
+		if na != nb {
+			if na < nb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	out = slices.Compact(out)
+	if out == nil {
+		out = []string{}
+	}
+	return out
+}
+
+func without(ids []string, id string) []string {
+	out := slices.DeleteFunc(slices.Clone(ids), func(d string) bool { return d == id })
+	if out == nil {
+		out = []string{}
+	}
+	return out
+}
+
+// minus returns the ids in a that are not in b.
+func minus(a, b []string) []string {
+	var out []string
+	for _, id := range a {
+		if !slices.Contains(b, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -1,0 +1,252 @@
+// Package store defines troupe's durable team state: the roster, the shared
+// task board, the members' inboxes and the team journal, as small interfaces
+// with one conformance suite (storetest) that every implementation passes.
+// The default implementation, store/file, keeps everything as plain files
+// under .troupe/.
+//
+// The store knows nothing of agents, models or tools, and must never import
+// them: it moves bytes durably and wakes whoever waits for them.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Store holds every team of a workspace.
+type Store interface {
+	// CreateTeam creates a team from r (Name required; Lead is forced to
+	// LeadName, CreatedAt is set when zero) and returns it.
+	CreateTeam(ctx context.Context, r Roster) (Team, error)
+	// Team opens an existing team (ErrTeamNotFound otherwise).
+	Team(ctx context.Context, name string) (Team, error)
+	// ListTeams returns the rosters of every team, sorted by name.
+	ListTeams(ctx context.Context) ([]Roster, error)
+	// DeleteTeam removes a team and all its state.
+	DeleteTeam(ctx context.Context, name string) error
+	// Close releases watchers and files; blocked calls return ErrClosed.
+	Close() error
+}
+
+// Team is the durable state of one team.
+type Team interface {
+	Name() string
+	// ReadRoster returns the current roster.
+	ReadRoster(ctx context.Context) (Roster, error)
+	// UpdateRoster applies fn to the roster as one atomic read-modify-write
+	// across processes. If fn returns an error nothing is written. The name,
+	// lead and creation time cannot be changed; member names are validated.
+	UpdateRoster(ctx context.Context, fn func(*Roster) error) (Roster, error)
+	Tasks() Tasks
+	Mailbox() Mailbox
+	Journal() Journal
+}
+
+// Tasks is a team's shared task board.
+type Tasks interface {
+	// Create adds a task; the store assigns ID (the next integer),
+	// CreatedAt and UpdatedAt, and links BlockedBy and Blocks on both sides.
+	Create(ctx context.Context, t Task) (Task, error)
+	// Get returns one task (ErrTaskNotFound if absent or deleted).
+	Get(ctx context.Context, id string) (Task, error)
+	// List returns every task that is not deleted, in numeric id order.
+	List(ctx context.Context) ([]Task, error)
+	// Update applies fn to the task as one atomic read-modify-write. Changes
+	// to BlockedBy or Blocks are mirrored on the other tasks; a cycle is
+	// refused (ErrCycle); status completed removes the task from every
+	// BlockedBy; status deleted unlinks it and removes it. If fn returns an
+	// error nothing is written.
+	Update(ctx context.Context, id string, fn func(*Task) error) (Task, error)
+	// Claim is a compare-and-set: it makes owner the owner of task id and
+	// sets it in progress only if the task is still pending, unowned and
+	// unblocked (ErrNotPending, ErrClaimed, ErrBlocked otherwise).
+	Claim(ctx context.Context, id, owner string) (Task, error)
+	// ClaimNext claims the claimable task with the lowest id (ErrNoTask if
+	// there is none).
+	ClaimNext(ctx context.Context, owner string) (Task, error)
+	// Watch returns a channel that receives a value (coalesced) after any
+	// change to the board, by this process or another. It is closed when ctx
+	// ends.
+	Watch(ctx context.Context) (<-chan struct{}, error)
+}
+
+// Mailbox is the set of a team's inboxes. Each inbox has one reader (the
+// member it belongs to); any number of processes may send to it.
+//
+// Delivery is at-least-once and never lossy: Receive hands out messages past
+// the reader's position; Ack makes their consumption durable. A message
+// handed out but not acked before a crash is handed out again after it
+// (callers de-duplicate by ID); an acked message is never handed out again.
+type Mailbox interface {
+	// Send validates m, fills in ID and Timestamp when empty, checks the
+	// recipient against the roster (ErrUnknownMember lists the valid names)
+	// and durably appends it to the recipient's inbox.
+	Send(ctx context.Context, m Message) (Message, error)
+	// Broadcast sends m (type broadcast unless set) to every member of the
+	// roster except m.From, and returns the messages sent.
+	Broadcast(ctx context.Context, m Message) ([]Message, error)
+	// Receive blocks until there are messages past the reader's position or
+	// ctx ends, then returns them in order and moves the position past them.
+	// With a done ctx it still returns what is already waiting.
+	Receive(ctx context.Context, member string) ([]Message, error)
+	// Ack durably consumes every message of member's inbox up to and
+	// including the one with id, which must have been handed out by Receive.
+	Ack(ctx context.Context, member, id string) error
+	// Peek returns the messages not yet acked, consuming nothing.
+	Peek(ctx context.Context, member string) ([]Message, error)
+	// Watch returns a channel that receives a value (coalesced) whenever
+	// something arrives in member's inbox. It is closed when ctx ends.
+	Watch(ctx context.Context, member string) (<-chan struct{}, error)
+}
+
+// Journal is the team's append-only event log.
+type Journal interface {
+	// Append records e (Team and TS are filled in when empty).
+	Append(ctx context.Context, e Event) error
+	// Read returns every event in order.
+	Read(ctx context.Context) ([]Event, error)
+	// Tail returns the last n events in order.
+	Tail(ctx context.Context, n int) ([]Event, error)
+}
+
+// Member statuses stored in the roster. "dead" is never stored: it is
+// derived from a stale HeartbeatAt.
+const (
+	StatusWorking  = "working"
+	StatusIdle     = "idle"
+	StatusShutdown = "shutdown"
+)
+
+// Roster is a team's config.json.
+type Roster struct {
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	CreatedAt   time.Time `json:"created_at"`
+	Lead        string    `json:"lead"`
+	Pattern     string    `json:"pattern"`
+	Members     []Member  `json:"members"`
+}
+
+// Member is one teammate on the roster.
+type Member struct {
+	Name             string    `json:"name"`
+	Role             string    `json:"role"`
+	Model            string    `json:"model"`
+	AgentType        string    `json:"agent_type"`
+	Status           string    `json:"status"`
+	PlanModeRequired bool      `json:"plan_mode_required"`
+	PermissionMode   string    `json:"permission_mode"`
+	CWD              string    `json:"cwd"`
+	Worktree         string    `json:"worktree"`
+	PID              int       `json:"pid"`
+	HeartbeatAt      time.Time `json:"heartbeat_at"`
+	JoinedAt         time.Time `json:"joined_at"`
+}
+
+// Member returns the member called name, if any.
+func (r *Roster) Member(name string) (*Member, bool) {
+	for i := range r.Members {
+		if r.Members[i].Name == name {
+			return &r.Members[i], true
+		}
+	}
+	return nil, false
+}
+
+// Recipients returns every name a message may be addressed to: the lead
+// first, then the members in roster order.
+func (r *Roster) Recipients() []string {
+	names := []string{LeadName}
+	for _, m := range r.Members {
+		if m.Name != LeadName {
+			names = append(names, m.Name)
+		}
+	}
+	return names
+}
+
+// Task statuses.
+const (
+	TaskPending    = "pending"
+	TaskInProgress = "in_progress"
+	TaskCompleted  = "completed"
+	TaskDeleted    = "deleted"
+)
+
+// Task is one entry of the shared board.
+type Task struct {
+	ID          string         `json:"id"`
+	Subject     string         `json:"subject"`
+	Description string         `json:"description"`
+	ActiveForm  string         `json:"active_form"`
+	Status      string         `json:"status"`
+	Owner       string         `json:"owner"`
+	BlockedBy   []string       `json:"blocked_by"`
+	Blocks      []string       `json:"blocks"`
+	Metadata    map[string]any `json:"metadata"`
+	CreatedAt   time.Time      `json:"created_at"`
+	UpdatedAt   time.Time      `json:"updated_at"`
+}
+
+// Claimable reports whether a claim on t would succeed, and why not.
+func (t *Task) Claimable() error {
+	switch {
+	case t.Status != TaskPending:
+		return ErrNotPending
+	case t.Owner != "":
+		return ErrClaimed
+	case len(t.BlockedBy) > 0:
+		return ErrBlocked
+	}
+	return nil
+}
+
+// Message types.
+const (
+	TypeMessage              = "message"
+	TypeBroadcast            = "broadcast"
+	TypeShutdownRequest      = "shutdown_request"
+	TypeShutdownResponse     = "shutdown_response"
+	TypePlanApprovalRequest  = "plan_approval_request"
+	TypePlanApprovalResponse = "plan_approval_response"
+	TypeIdleNotification     = "idle_notification"
+	TypeTaskAssignment       = "task_assignment"
+	TypePermissionRequest    = "permission_request"
+	TypePermissionResponse   = "permission_response"
+)
+
+var messageTypes = map[string]bool{
+	TypeMessage: true, TypeBroadcast: true, TypeShutdownRequest: true, TypeShutdownResponse: true,
+	TypePlanApprovalRequest: true, TypePlanApprovalResponse: true, TypeIdleNotification: true,
+	TypeTaskAssignment: true, TypePermissionRequest: true, TypePermissionResponse: true,
+}
+
+// Message is one line of an inbox.
+type Message struct {
+	ID        string    `json:"id"`
+	Type      string    `json:"type"`
+	From      string    `json:"from"`
+	To        string    `json:"to"`
+	Content   string    `json:"content"`
+	Summary   string    `json:"summary,omitempty"`
+	Timestamp time.Time `json:"timestamp"`
+	RequestID string    `json:"request_id,omitempty"`
+	Approve   *bool     `json:"approve,omitempty"`
+	Feedback  string    `json:"feedback,omitempty"`
+	TaskID    string    `json:"task_id,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	Plan      string    `json:"plan,omitempty"`
+	ToolName  string    `json:"tool_name,omitempty"`
+	// ToolInput is the raw JSON input of a permission request.
+	ToolInput json.RawMessage `json:"tool_input,omitempty"`
+}
+
+// Event is one line of the team journal: {ts, type, team, agent, ...fields}.
+type Event struct {
+	TS     time.Time
+	Type   string
+	Team   string
+	Agent  string
+	Fields map[string]any
+}

@@ -1,0 +1,785 @@
+// Package storetest is the conformance suite of store implementations: every
+// rule of the store interfaces as a test that any implementation (the file
+// store now, a distributed one later) must pass, under -race.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/troupe-dev/troupe/internal/store"
+)
+
+// Factory creates fresh, empty backing state for one test and returns a
+// function that opens a client on it. Each call must open a new client, as
+// another process would; the suite closes what it opens.
+type Factory func(t *testing.T) (open func() store.Store)
+
+// Run runs the whole suite.
+func Run(t *testing.T, newBackend Factory) {
+	groups := []struct {
+		name  string
+		tests map[string]func(*testing.T, Factory)
+	}{
+		{"Teams", teamTests},
+		{"Roster", rosterTests},
+		{"Tasks", taskTests},
+		{"Mailbox", mailboxTests},
+		{"Journal", journalTests},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			names := make([]string, 0, len(g.tests))
+			for n := range g.tests {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			for _, n := range names {
+				t.Run(n, func(t *testing.T) { g.tests[n](t, newBackend) })
+			}
+		})
+	}
+}
+
+// liveness bounds waits for things that must happen (a wake-up, a
+// delivery). It is not a performance assertion: the slowest legal path (the
+// 1 s poll) is far inside it.
+const liveness = 30 * time.Second
+
+func open(t *testing.T, f Factory) (func() store.Store, store.Store) {
+	t.Helper()
+	o := f(t)
+	s := o()
+	t.Cleanup(func() { s.Close() })
+	return func() store.Store {
+		s := o()
+		t.Cleanup(func() { s.Close() })
+		return s
+	}, s
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), liveness)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newTeam creates team "t1" with the given members.
+func newTeam(t *testing.T, s store.Store, members ...string) store.Team {
+	t.Helper()
+	r := store.Roster{Name: "t1", Description: "test team", Pattern: "default"}
+	for _, m := range members {
+		r.Members = append(r.Members, store.Member{Name: m, Role: "worker", Status: store.StatusIdle})
+	}
+	tm, err := s.CreateTeam(ctxFor(t), r)
+	if err != nil {
+		t.Fatalf("CreateTeam: %v", err)
+	}
+	return tm
+}
+
+func reopen(t *testing.T, o func() store.Store, name string) store.Team {
+	t.Helper()
+	tm, err := o().Team(ctxFor(t), name)
+	if err != nil {
+		t.Fatalf("Team(%s): %v", name, err)
+	}
+	return tm
+}
+
+func wantErr(t *testing.T, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("error = %v, want %v", err, target)
+	}
+}
+
+func must[T any](t *testing.T) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+func waitWake(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case _, ok := <-ch:
+		if !ok {
+			t.Fatalf("%s: watch channel closed", what)
+		}
+	case <-time.After(liveness):
+		t.Fatalf("%s: no wake-up", what)
+	}
+}
+
+var teamTests = map[string]func(*testing.T, Factory){
+	"CreateGetList": func(t *testing.T, f Factory) {
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		newTeam(t, s, "alice", "Bob")
+		if _, err := s.CreateTeam(ctx, store.Roster{Name: "a0"}); err != nil {
+			t.Fatal(err)
+		}
+		got := must[[]store.Roster](t)(o().ListTeams(ctx))
+		var names []string
+		for _, r := range got {
+			names = append(names, r.Name)
+		}
+		if diff := cmp.Diff([]string{"a0", "t1"}, names); diff != "" {
+			t.Errorf("ListTeams names (-want +got):\n%s", diff)
+		}
+		r := must[store.Roster](t)(reopen(t, o, "T1").ReadRoster(ctx))
+		want := store.Roster{Name: "t1", Description: "test team", Lead: store.LeadName, Pattern: "default",
+			Members: []store.Member{{Name: "alice", Role: "worker", Status: "idle"}, {Name: "bob", Role: "worker", Status: "idle"}}}
+		if diff := cmp.Diff(want, r, cmpopts.IgnoreFields(store.Roster{}, "CreatedAt")); diff != "" {
+			t.Errorf("roster (-want +got):\n%s", diff)
+		}
+		if r.CreatedAt.IsZero() {
+			t.Error("CreatedAt not set")
+		}
+	},
+	"Errors": func(t *testing.T, f Factory) {
+		_, s := open(t, f)
+		ctx := ctxFor(t)
+		newTeam(t, s)
+		_, err := s.CreateTeam(ctx, store.Roster{Name: "t1"})
+		wantErr(t, err, store.ErrTeamExists)
+		_, err = s.CreateTeam(ctx, store.Roster{Name: "../x"})
+		wantErr(t, err, store.ErrInvalidName)
+		_, err = s.CreateTeam(ctx, store.Roster{Name: "x", Members: []store.Member{{Name: "a"}, {Name: "A"}}})
+		wantErr(t, err, store.ErrMemberExists)
+		_, err = s.Team(ctx, "nope")
+		wantErr(t, err, store.ErrTeamNotFound)
+		wantErr(t, s.DeleteTeam(ctx, "nope"), store.ErrTeamNotFound)
+	},
+	"Delete": func(t *testing.T, f Factory) {
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		tm := newTeam(t, s, "alice")
+		must[store.Task](t)(tm.Tasks().Create(ctx, store.Task{Subject: "x"}))
+		must[store.Message](t)(tm.Mailbox().Send(ctx, store.Message{From: "human", To: "alice", Content: "hi"}))
+		if err := o().DeleteTeam(ctx, "t1"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Team(ctx, "t1")
+		wantErr(t, err, store.ErrTeamNotFound)
+		if got := must[[]store.Roster](t)(s.ListTeams(ctx)); len(got) != 0 {
+			t.Errorf("ListTeams after delete = %v", got)
+		}
+		// The name can be used again, with nothing left over.
+		tm = newTeam(t, s, "alice")
+		if got := must[[]store.Task](t)(tm.Tasks().List(ctx)); len(got) != 0 {
+			t.Errorf("tasks of the new team: %v", got)
+		}
+		if got := must[[]store.Message](t)(tm.Mailbox().Peek(ctx, "alice")); len(got) != 0 {
+			t.Errorf("inbox of the new team: %v", got)
+		}
+	},
+}
+
+var rosterTests = map[string]func(*testing.T, Factory){
+	"ConcurrentUpdatesNoneLost": func(t *testing.T, f Factory) {
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		newTeam(t, s)
+		teams := []store.Team{reopen(t, o, "t1"), reopen(t, o, "t1")}
+		const workers, each = 8, 5
+		var wg sync.WaitGroup
+		errs := make(chan error, workers*each)
+		for w := range workers {
+			wg.Go(func() {
+				for i := range each {
+					_, err := teams[w%2].UpdateRoster(ctx, func(r *store.Roster) error {
+						r.Members = append(r.Members, store.Member{Name: fmt.Sprintf("w%d-%d", w, i)})
+						return nil
+					})
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := must[store.Roster](t)(teams[0].ReadRoster(ctx))
+		if len(r.Members) != workers*each {
+			t.Fatalf("%d members after %d concurrent adds", len(r.Members), workers*each)
+		}
+	},
+	"UpdateRules": func(t *testing.T, f Factory) {
+		_, s := open(t, f)
+		ctx := ctxFor(t)
+		tm := newTeam(t, s, "alice")
+		before := must[store.Roster](t)(tm.ReadRoster(ctx))
+		boom := errors.New("boom")
+		_, err := tm.UpdateRoster(ctx, func(r *store.Roster) error {
+			r.Members = nil
+			return boom
+		})
+		wantErr(t, err, boom)
+		_, err = tm.UpdateRoster(ctx, func(r *store.Roster) error {
+			r.Members = append(r.Members, store.Member{Name: "Bad Name"})
+			return nil
+		})
+		wantErr(t, err, store.ErrInvalidName)
+		_, err = tm.UpdateRoster(ctx, func(r *store.Roster) error {
+			r.Members = append(r.Members, store.Member{Name: "human"})
+			return nil
+		})
+		wantErr(t, err, store.ErrInvalidName)
+		if diff := cmp.Diff(before, must[store.Roster](t)(tm.ReadRoster(ctx))); diff != "" {
+			t.Errorf("refused updates changed the roster (-want +got):\n%s", diff)
+		}
+		got := must[store.Roster](t)(tm.UpdateRoster(ctx, func(r *store.Roster) error {
+			r.Name, r.Lead = "other", "alice" // fixed fields: ignored
+			m, _ := r.Member("alice")
+			m.Status = store.StatusWorking
+			m.PID = 42
+			r.Members = append(r.Members, store.Member{Name: "CAROL"})
+			return nil
+		}))
+		if got.Name != "t1" || got.Lead != store.LeadName {
+			t.Errorf("name/lead changed: %q %q", got.Name, got.Lead)
+		}
+		if diff := cmp.Diff(got, must[store.Roster](t)(tm.ReadRoster(ctx))); diff != "" {
+			t.Errorf("ReadRoster differs from UpdateRoster's result (-want +got):\n%s", diff)
+		}
+		if m, ok := got.Member("alice"); !ok || m.Status != store.StatusWorking || m.PID != 42 {
+			t.Errorf("alice = %+v", m)
+		}
+		if _, ok := got.Member("carol"); !ok {
+			t.Error("carol (case-folded) not added")
+		}
+	},
+}
+
+func ids(ts []store.Task) []string {
+	out := []string{}
+	for _, t := range ts {
+		out = append(out, t.ID)
+	}
+	return out
+}
+
+func createN(t *testing.T, tasks store.Tasks, n int) {
+	t.Helper()
+	for i := range n {
+		must[store.Task](t)(tasks.Create(ctxFor(t), store.Task{Subject: fmt.Sprintf("task %d", i+1)}))
+	}
+}
+
+func setDeps(blockedBy ...string) func(*store.Task) error {
+	return func(t *store.Task) error { t.BlockedBy = blockedBy; return nil }
+}
+
+var taskTests = map[string]func(*testing.T, Factory){
+	"CreateNumericOrder": func(t *testing.T, f Factory) {
+		_, s := open(t, f)
+		ctx := ctxFor(t)
+		tasks := newTeam(t, s).Tasks()
+		createN(t, tasks, 11)
+		want := []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"}
+		if diff := cmp.Diff(want, ids(must[[]store.Task](t)(tasks.List(ctx)))); diff != "" {
+			t.Errorf("List order (-want +got):\n%s", diff)
+		}
+		got := must[store.Task](t)(tasks.Get(ctx, "10"))
+		wantTask := store.Task{ID: "10", Subject: "task 10", Status: store.TaskPending, BlockedBy: []string{}, Blocks: []string{}, Metadata: map[string]any{}}
+		if diff := cmp.Diff(wantTask, got, cmpopts.IgnoreFields(store.Task{}, "CreatedAt", "UpdatedAt")); diff != "" {
+			t.Errorf("Get (-want +got):\n%s", diff)
+		}
+		_, err := tasks.Get(ctx, "12")
+		wantErr(t, err, store.ErrTaskNotFound)
+		_, err = tasks.Get(ctx, "../1")
+		wantErr(t, err, store.ErrTaskNotFound)
+		_, err = tasks.Create(ctx, store.Task{})
+		wantErr(t, err, store.ErrInvalidTask)
+	},
+	"IDsNotReused": func(t *testing.T, f Factory) {
+		_, s := open(t, f)
+		ctx := ctxFor(t)
+		tasks := newTeam(t, s).Tasks()
+		createN(t, tasks, 3)
+		must[store.Task](t)(tasks.Update(ctx, "3", func(t *store.Task) error { t.Status = store.TaskDeleted; return nil }))
+		if got := must[store.Task](t)(tasks.Create(ctx, store.Task{Subject: "again"})); got.ID != "4" {
+			t.Errorf("id after deleting the highest = %s, want 4", got.ID)
+		}
+	},
+	"UpdateAtomicAndRules": func(t *testing.T, f Factory) {
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		tasks := newTeam(t, s).Tasks()
+		createN(t, tasks, 1)
+		boom := errors.New("boom")
+		_, err := tasks.Update(ctx, "1", func(t *store.Task) error { t.Subject = "changed"; return boom })
+		wantErr(t, err, boom)
+		_, err = tasks.Update(ctx, "1", func(t *store.Task) error { t.Status = "done"; return nil })
+		wantErr(t, err, store.ErrInvalidTask)
+		if got := must[store.Task](t)(tasks.Get(ctx, "1")); got.Subject != "task 1" || got.Status != store.TaskPending {
+			t.Errorf("refused updates changed the task: %+v", got)
+		}
+		_, err = tasks.Update(ctx, "9", func(*store.Task) error { return nil })
+		wantErr(t, err, store.ErrTaskNotFound)
+		// Concurrent read-modify-writes from two clients: none lost.
+		other := reopen(t, o, "t1").Tasks()
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for range 5 {
+					_, err := []store.Tasks{tasks, other}[w%2].Update(ctx, "1", func(t *store.Task) error {
+						n, _ := t.Metadata["n"].(float64)
+						t.Metadata["n"] = n + 1
+						return nil
+					})
+					if err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if got := must[store.Task](t)(tasks.Get(ctx, "1")); got.Metadata["n"] != float64(40) {
+			t.Errorf("counter = %v after 40 concurrent increments", got.Metadata["n"])
+		}
+	},
+	"DependencyRules": func(t *testing.T, f Factory) {
+		_, s := open(t, f)
+		ctx := ctxFor(t)
+		tasks := newTeam(t, s).Tasks()
+		createN(t, tasks, 4)
+		must[store.Task](t)(tasks.Update(ctx, "3", setDeps("1", "2")))
+		must[store.Task](t)(tasks.Update(ctx, "4", func(t *store.Task) error { t.Blocks = []string{"1"}; return nil }))
+		type deps struct{ BlockedBy, Blocks []string }
+		board := func() map[string]deps {
+			got := map[string]deps{}
+			for _, tk := range must[[]store.Task](t)(tasks.List(ctx)) {
+				got[tk.ID] = deps{tk.BlockedBy, tk.Blocks}
+			}
+			return got
+		}
+		want := map[string]deps{
+			"1": {[]string{"4"}, []string{"3"}},
+			"2": {[]string{}, []string{"3"}},
+			"3": {[]string{"1", "2"}, []string{}},
+			"4": {[]string{}, []string{"1"}},
+		}
+		if diff := cmp.Diff(want, board()); diff != "" {
+			t.Fatalf("links (-want +got):\n%s", diff)
+		}
+		// Cycles, direct and indirect, and self-dependencies are refused.
+		_, err := tasks.Update(ctx, "1", setDeps("4", "3"))
+		wantErr(t, err, store.ErrCycle)
+		_, err = tasks.Update(ctx, "4", setDeps("3"))
+		wantErr(t, err, store.ErrCycle)
+		_, err = tasks.Update(ctx, "2", func(t *store.Task) error { t.Blocks = []string{"3", "2"}; return nil })
+		wantErr(t, err, store.ErrCycle)
+		_, err = tasks.Create(ctx, store.Task{Subject: "c", BlockedBy: []string{"3"}, Blocks: []string{"4"}})
+		wantErr(t, err, store.ErrCycle)
+		_, err = tasks.Update(ctx, "2", setDeps("99"))
+		wantErr(t, err, store.ErrTaskNotFound)
+		if diff := cmp.Diff(want, board()); diff != "" {
+			t.Fatalf("refused changes altered links (-want +got):\n%s", diff)
+		}
+		// Removing a link removes both sides.
+		must[store.Task](t)(tasks.Update(ctx, "3", setDeps("1")))
+		want["3"] = deps{[]string{"1"}, []string{}}
+		want["2"] = deps{[]string{}, []string{}}
+		if diff := cmp.Diff(want, board()); diff != "" {
+			t.Fatalf("after unlinking (-want +got):\n%s", diff)
+		}
+		// Completing 4 unblocks 1; completing 1 unblocks 3.
+		must[store.Task](t)(tasks.Update(ctx, "4", func(t *store.Task) error { t.Status = store.TaskCompleted; return nil }))
+		if got := must[store.Task](t)(tasks.Get(ctx, "1")); len(got.BlockedBy) != 0 {
+			t.Errorf("1 still blocked by %v after 4 completed", got.BlockedBy)
+		}
+		// A completed task as a new blocker blocks nothing.
+		got := must[store.Task](t)(tasks.Update(ctx, "2", setDeps("4")))
+		if len(got.BlockedBy) != 0 {
+			t.Errorf("blocked by a completed task: %v", got.BlockedBy)
+		}
+		// Deleting 1 unlinks it from 3; it is gone from Get and List.
+		must[store.Task](t)(tasks.Update(ctx, "1", func(t *store.Task) error { t.Status = store.TaskDeleted; return nil }))
+		_, err = tasks.Get(ctx, "1")
+		wantErr(t, err, store.ErrTaskNotFound)
+		want = map[string]deps{
+			"2": {[]string{}, []string{}},
+			"3": {[]string{}, []string{}},
+			"4": {[]string{}, []string{}},
+		}
+		if diff := cmp.Diff(want, board()); diff != "" {
+			t.Fatalf("after delete (-want +got):\n%s", diff)
+		}
+	},
+	"ClaimIsCompareAndSet": func(t *testing.T, f Factory) {
+		_, s := open(t, f)
+		ctx := ctxFor(t)
+		tasks := newTeam(t, s).Tasks()
+		createN(t, tasks, 3)
+		must[store.Task](t)(tasks.Update(ctx, "2", setDeps("1")))
+		got := must[store.Task](t)(tasks.Claim(ctx, "1", "alice"))
+		if got.Owner != "alice" || got.Status != store.TaskInProgress {
+			t.Errorf("claimed task = %+v", got)
+		}
+		_, err := tasks.Claim(ctx, "1", "bob")
+		wantErr(t, err, store.ErrNotPending)
+		_, err = tasks.Claim(ctx, "2", "bob")
+		wantErr(t, err, store.ErrBlocked)
+		must[store.Task](t)(tasks.Update(ctx, "3", func(t *store.Task) error { t.Owner = "carol"; return nil }))
+		_, err = tasks.Claim(ctx, "3", "bob")
+		wantErr(t, err, store.ErrClaimed)
+		_, err = tasks.Claim(ctx, "7", "bob")
+		wantErr(t, err, store.ErrTaskNotFound)
+		_, err = tasks.ClaimNext(ctx, "bob")
+		wantErr(t, err, store.ErrNoTask)
+		must[store.Task](t)(tasks.Update(ctx, "1", func(t *store.Task) error { t.Status = store.TaskCompleted; return nil }))
+		if got := must[store.Task](t)(tasks.ClaimNext(ctx, "bob")); got.ID != "2" || got.Owner != "bob" {
+			t.Errorf("ClaimNext = %+v, want task 2 for bob", got)
+		}
+		if got := must[store.Task](t)(tasks.Get(ctx, "1")); got.Owner != "alice" || got.Status != store.TaskCompleted {
+			t.Errorf("task 1 = %+v", got)
+		}
+	},
+	"ConcurrentClaimsExactlyOnce": func(t *testing.T, f Factory) {
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		tasks := newTeam(t, s).Tasks()
+		const n = 40
+		createN(t, tasks, n)
+		clients := []store.Tasks{tasks, reopen(t, o, "t1").Tasks()}
+		var mu sync.Mutex
+		wins := map[string][]string{}
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				owner := fmt.Sprintf("w%d", w)
+				for i := range n {
+					id := fmt.Sprint((i+w*5)%n + 1)
+					got, err := clients[w%2].Claim(ctx, id, owner)
+					if err != nil {
+						if !errors.Is(err, store.ErrNotPending) {
+							t.Errorf("claim %s: %v", id, err)
+						}
+						continue
+					}
+					mu.Lock()
+					wins[got.ID] = append(wins[got.ID], owner)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		for _, tk := range must[[]store.Task](t)(tasks.List(ctx)) {
+			if w := wins[tk.ID]; len(w) != 1 || w[0] != tk.Owner {
+				t.Errorf("task %s: winners %v, owner %q", tk.ID, w, tk.Owner)
+			}
+		}
+	},
+	"WatchWakes": func(t *testing.T, f Factory) {
+		o, s := open(t, f)
+		tasks := newTeam(t, s).Tasks()
+		ctx, cancel := context.WithCancel(ctxFor(t))
+		ch := must[<-chan struct{}](t)(tasks.Watch(ctx))
+		must[store.Task](t)(tasks.Create(ctxFor(t), store.Task{Subject: "same client"}))
+		waitWake(t, ch, "create by the same client")
+		drain(ch)
+		must[store.Task](t)(reopen(t, o, "t1").Tasks().Claim(ctxFor(t), "1", "bob"))
+		waitWake(t, ch, "claim by another client")
+		cancel()
+		for range ch {
+		} // closed when ctx ends
+	},
+}
+
+func drain(ch <-chan struct{}) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
+func send(t *testing.T, mb store.Mailbox, from, to, content string) store.Message {
+	t.Helper()
+	m, err := mb.Send(ctxFor(t), store.Message{From: from, To: to, Content: content})
+	if err != nil {
+		t.Fatalf("send %s->%s: %v", from, to, err)
+	}
+	return m
+}
+
+func contents(ms []store.Message) []string {
+	out := []string{}
+	for _, m := range ms {
+		out = append(out, m.Content)
+	}
+	return out
+}
+
+var mailboxTests = map[string]func(*testing.T, Factory){
+	"SendValidation": func(t *testing.T, f Factory) {
+		_, s := open(t, f)
+		ctx := ctxFor(t)
+		mb := newTeam(t, s, "alice", "bob").Mailbox()
+		_, err := mb.Send(ctx, store.Message{From: "human", To: "mallory", Content: "x"})
+		wantErr(t, err, store.ErrUnknownMember)
+		for _, name := range []string{"team-lead", "alice", "bob"} {
+			if !strings.Contains(err.Error(), name) {
+				t.Errorf("error %q does not list %s", err, name)
+			}
+		}
+		_, err = mb.Send(ctx, store.Message{From: "mallory", To: "alice", Content: "x"})
+		wantErr(t, err, store.ErrUnknownMember)
+		_, err = mb.Send(ctx, store.Message{From: "alice", To: "bob", Type: "gossip"})
+		wantErr(t, err, store.ErrInvalidMessage)
+		m := send(t, mb, "Human", "LEAD", "hello")
+		if m.To != store.LeadName || m.From != store.HumanName || m.Type != store.TypeMessage || m.ID == "" || m.Timestamp.IsZero() {
+			t.Errorf("sent message = %+v", m)
+		}
+		m2 := send(t, mb, "alice", "team-lead", "second")
+		if m2.ID == m.ID {
+			t.Error("two messages with one id")
+		}
+		got := must[[]store.Message](t)(mb.Peek(ctx, "lead"))
+		if diff := cmp.Diff([]store.Message{m, m2}, got, cmpopts.EquateApproxTime(0)); diff != "" {
+			t.Errorf("Peek (-want +got):\n%s", diff)
+		}
+	},
+	"ReceiveAckPeek": func(t *testing.T, f Factory) {
+		_, s := open(t, f)
+		ctx := ctxFor(t)
+		mb := newTeam(t, s, "alice").Mailbox()
+		for i := range 3 {
+			send(t, mb, "human", "alice", fmt.Sprint(i))
+		}
+		got := must[[]store.Message](t)(mb.Receive(ctx, "alice"))
+		if diff := cmp.Diff([]string{"0", "1", "2"}, contents(got)); diff != "" {
+			t.Fatalf("Receive (-want +got):\n%s", diff)
+		}
+		// Received but not acked: still in the inbox, not handed out again.
+		if n := len(must[[]store.Message](t)(mb.Peek(ctx, "alice"))); n != 3 {
+			t.Errorf("Peek after Receive: %d messages, want 3", n)
+		}
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		if again, err := mb.Receive(done, "alice"); len(again) != 0 || !errors.Is(err, context.Canceled) {
+			t.Errorf("second Receive = %v, %v; want nothing, context.Canceled", contents(again), err)
+		}
+		if err := mb.Ack(ctx, "alice", got[1].ID); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"2"}, contents(must[[]store.Message](t)(mb.Peek(ctx, "alice")))); diff != "" {
+			t.Errorf("Peek after acking 2 of 3 (-want +got):\n%s", diff)
+		}
+		wantErr(t, mb.Ack(ctx, "alice", "no-such-id"), store.ErrNotReceived)
+		if err := mb.Ack(ctx, "alice", got[2].ID); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(must[[]store.Message](t)(mb.Peek(ctx, "alice"))); n != 0 {
+			t.Errorf("Peek after acking all: %d messages", n)
+		}
+		// After the inbox was cleared, new messages still arrive.
+		send(t, mb, "human", "alice", "3")
+		if diff := cmp.Diff([]string{"3"}, contents(must[[]store.Message](t)(mb.Receive(ctx, "alice")))); diff != "" {
+			t.Errorf("Receive after clearing (-want +got):\n%s", diff)
+		}
+		_, err := mb.Receive(ctx, "mallory")
+		wantErr(t, err, store.ErrUnknownMember)
+	},
+	"ReceiveBlocksUntilSend": func(t *testing.T, f Factory) {
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		mb := newTeam(t, s, "alice").Mailbox()
+		other := reopen(t, o, "t1").Mailbox()
+		for _, sender := range []store.Mailbox{mb, other} {
+			got := make(chan []store.Message)
+			go func() {
+				ms, err := mb.Receive(ctx, "alice")
+				if err != nil {
+					t.Error(err)
+				}
+				got <- ms
+			}()
+			m := send(t, sender, "human", "alice", "wake up")
+			ms := <-got
+			if len(ms) != 1 || ms[0].ID != m.ID {
+				t.Fatalf("Receive = %+v", ms)
+			}
+			if err := mb.Ack(ctx, "alice", m.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A Receive with nothing to hand out ends with its context.
+		cctx, cancel := context.WithCancel(ctx)
+		errc := make(chan error)
+		go func() {
+			_, err := mb.Receive(cctx, "alice")
+			errc <- err
+		}()
+		cancel()
+		wantErr(t, <-errc, context.Canceled)
+	},
+	"RedeliveryAfterRestart": func(t *testing.T, f Factory) {
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		mb := newTeam(t, s, "alice").Mailbox()
+		for i := range 4 {
+			send(t, mb, "human", "alice", fmt.Sprint(i))
+		}
+		got := must[[]store.Message](t)(mb.Receive(ctx, "alice"))
+		if err := mb.Ack(ctx, "alice", got[1].ID); err != nil {
+			t.Fatal(err)
+		}
+		// A new client (a restarted reader) gets the unacked ones again,
+		// never the acked ones.
+		s.Close()
+		mb2 := reopen(t, o, "t1").Mailbox()
+		again := must[[]store.Message](t)(mb2.Receive(ctx, "alice"))
+		if diff := cmp.Diff([]string{"2", "3"}, contents(again)); diff != "" {
+			t.Errorf("after restart (-want +got):\n%s", diff)
+		}
+	},
+	"Broadcast": func(t *testing.T, f Factory) {
+		_, s := open(t, f)
+		ctx := ctxFor(t)
+		mb := newTeam(t, s, "alice", "bob", "carol").Mailbox()
+		sent := must[[]store.Message](t)(mb.Broadcast(ctx, store.Message{From: "alice", Content: "all"}))
+		var to []string
+		for _, m := range sent {
+			to = append(to, m.To)
+			if m.Type != store.TypeBroadcast {
+				t.Errorf("type %q", m.Type)
+			}
+		}
+		if diff := cmp.Diff([]string{"team-lead", "bob", "carol"}, to); diff != "" {
+			t.Errorf("broadcast recipients (-want +got):\n%s", diff)
+		}
+		if n := len(must[[]store.Message](t)(mb.Peek(ctx, "alice"))); n != 0 {
+			t.Errorf("sender got its own broadcast")
+		}
+		if n := len(must[[]store.Message](t)(mb.Peek(ctx, "carol"))); n != 1 {
+			t.Errorf("carol has %d messages", n)
+		}
+	},
+	"ConcurrentSendersDrainingReader": func(t *testing.T, f Factory) {
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		newTeam(t, s, "alice", "bob")
+		reader := reopen(t, o, "t1").Mailbox()
+		const senders, each = 6, 60
+		var wg sync.WaitGroup
+		for w := range senders {
+			mb := reopen(t, o, "t1").Mailbox()
+			wg.Go(func() {
+				for i := range each {
+					if _, err := mb.Send(ctx, store.Message{From: "bob", To: "alice", Content: fmt.Sprintf("%d/%d", w, i)}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		seen := map[string]int{}
+		last := make([]int, senders)
+		for i := range last {
+			last[i] = -1
+		}
+		for len(seen) < senders*each && !t.Failed() {
+			ms, err := reader.Receive(ctx, "alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range ms {
+				seen[m.Content]++
+				var w, i int
+				fmt.Sscanf(m.Content, "%d/%d", &w, &i)
+				if i <= last[w] {
+					t.Errorf("sender %d: message %d after %d", w, i, last[w])
+				}
+				last[w] = i
+			}
+			if err := reader.Ack(ctx, "alice", ms[len(ms)-1].ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Wait()
+		for c, n := range seen {
+			if n != 1 {
+				t.Errorf("%s delivered %d times", c, n)
+			}
+		}
+		if rest := must[[]store.Message](t)(reader.Peek(ctx, "alice")); len(rest) != 0 {
+			t.Errorf("%d messages left after all were acked", len(rest))
+		}
+	},
+	"WatchWakes": func(t *testing.T, f Factory) {
+		o, s := open(t, f)
+		mb := newTeam(t, s, "alice").Mailbox()
+		ctx, cancel := context.WithCancel(ctxFor(t))
+		ch := must[<-chan struct{}](t)(mb.Watch(ctx, "alice"))
+		send(t, mb, "human", "alice", "1")
+		waitWake(t, ch, "send by the same client")
+		drain(ch)
+		send(t, reopen(t, o, "t1").Mailbox(), "human", "alice", "2")
+		waitWake(t, ch, "send by another client")
+		cancel()
+		for range ch {
+		}
+		if _, err := mb.Watch(ctx, "nobody"); !errors.Is(err, store.ErrUnknownMember) {
+			t.Errorf("Watch of an unknown member: %v", err)
+		}
+	},
+}
+
+var journalTests = map[string]func(*testing.T, Factory){
+	"AppendReadTail": func(t *testing.T, f Factory) {
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		j := newTeam(t, s).Journal()
+		j2 := reopen(t, o, "t1").Journal()
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for i := range 10 {
+					err := []store.Journal{j, j2}[w%2].Append(ctx, store.Event{Type: "send", Agent: fmt.Sprintf("a%d", w), Fields: map[string]any{"n": i}})
+					if err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		all := must[[]store.Event](t)(j.Read(ctx))
+		if len(all) != 40 {
+			t.Fatalf("%d events, want 40", len(all))
+		}
+		for _, e := range all {
+			if e.Team != "t1" || e.Type != "send" || e.TS.IsZero() || e.Fields["n"] == nil {
+				t.Errorf("event %+v", e)
+			}
+		}
+		tail := must[[]store.Event](t)(j2.Tail(ctx, 3))
+		if diff := cmp.Diff(all[37:], tail); diff != "" {
+			t.Errorf("Tail (-want +got):\n%s", diff)
+		}
+		if err := j.Append(ctx, store.Event{}); err == nil {
+			t.Error("event without type accepted")
+		}
+	},
+}
