@@ -1,0 +1,365 @@
+package fakeapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The wire shapes of a reply, as the Messages API sends them.
+type (
+	wireMessage struct {
+		ID           string          `json:"id"`
+		Type         string          `json:"type"`
+		Role         string          `json:"role"`
+		Model        string          `json:"model"`
+		Content      []wireBlock     `json:"content"`
+		StopReason   *string         `json:"stop_reason"`
+		StopSequence *string         `json:"stop_sequence"`
+		Usage        wireUsage       `json:"usage"`
+	}
+	wireUsage struct {
+		InputTokens              int `json:"input_tokens"`
+		OutputTokens             int `json:"output_tokens"`
+		CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	}
+	// wireBlock is a content block; MarshalJSON writes only its kind's fields.
+	wireBlock struct {
+		Type      string
+		Text      string
+		Thinking  string
+		Signature string
+		ID        string
+		Name      string
+		Input     json.RawMessage
+	}
+	wireError struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+		RequestID string `json:"request_id"`
+	}
+)
+
+// MarshalJSON writes the block as the API does; in a stream's
+// content_block_start the text, thinking and input are empty.
+func (b wireBlock) MarshalJSON() ([]byte, error) {
+	switch b.Type {
+	case "text":
+		return json.Marshal(struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}{b.Type, b.Text})
+	case "thinking":
+		return json.Marshal(struct {
+			Type      string `json:"type"`
+			Thinking  string `json:"thinking"`
+			Signature string `json:"signature"`
+		}{b.Type, b.Thinking, b.Signature})
+	case "tool_use":
+		input := b.Input
+		if len(input) == 0 {
+			input = json.RawMessage(`{}`)
+		}
+		return json.Marshal(struct {
+			Type  string          `json:"type"`
+			ID    string          `json:"id"`
+			Name  string          `json:"name"`
+			Input json.RawMessage `json:"input"`
+		}{b.Type, b.ID, b.Name, input})
+	}
+	return nil, fmt.Errorf("fakeapi: unknown block type %q", b.Type)
+}
+
+// vars are the values of ${...} substitutions for one call.
+type vars struct {
+	agent  string
+	call   int
+	groups []string // groups[0] is the whole match of the rule's regex
+}
+
+// expand replaces ${agent}, ${call} and ${0}..${9} in s. Other ${...}
+// stay as written, so a shell command in a tool input keeps its variables.
+func (v vars) expand(s string) string {
+	if !strings.Contains(s, "${") {
+		return s
+	}
+	var out strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			out.WriteString(s)
+			return out.String()
+		}
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			out.WriteString(s)
+			return out.String()
+		}
+		out.WriteString(s[:i])
+		name := s[i+2 : i+end]
+		switch {
+		case name == "agent":
+			out.WriteString(v.agent)
+		case name == "call":
+			out.WriteString(strconv.Itoa(v.call))
+		case len(name) == 1 && name[0] >= '0' && name[0] <= '9':
+			if g := int(name[0] - '0'); g < len(v.groups) {
+				out.WriteString(v.groups[g])
+			}
+		default:
+			out.WriteString(s[i : i+end+1])
+		}
+		s = s[i+end+1:]
+	}
+}
+
+// expandAny expands every string inside a decoded JSON value, returning a copy.
+func (v vars) expandAny(x any) any {
+	switch x := x.(type) {
+	case string:
+		return v.expand(x)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = v.expandAny(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = v.expandAny(e)
+		}
+		return out
+	}
+	return x
+}
+
+// buildMessage makes the reply of rule r to call n.
+func buildMessage(r *rule, vs vars, model string, n, requestBytes int) (wireMessage, error) {
+	msg := wireMessage{
+		ID:         fmt.Sprintf("msg_fake_%d", n),
+		Type:       "message",
+		Role:       "assistant",
+		Model:      model,
+		Content:    []wireBlock{},
+		StopReason: &r.stopReason,
+	}
+	outBytes := 0
+	for i, b := range r.reply {
+		var wb wireBlock
+		switch {
+		case b.text != nil:
+			wb = wireBlock{Type: "text", Text: vs.expand(*b.text)}
+			outBytes += len(wb.Text)
+		case b.thinking != nil:
+			wb = wireBlock{Type: "thinking", Thinking: vs.expand(*b.thinking), Signature: signature(n, i)}
+			outBytes += len(wb.Thinking)
+		case b.toolUse != nil:
+			input, err := json.Marshal(vs.expandAny(b.toolUse.Input))
+			if err != nil {
+				return msg, fmt.Errorf("tool_use input: %w", err)
+			}
+			wb = wireBlock{Type: "tool_use", ID: fmt.Sprintf("toolu_fake_%d_%d", n, i), Name: b.toolUse.Name, Input: input}
+			outBytes += len(input) + len(wb.Name)
+		}
+		msg.Content = append(msg.Content, wb)
+	}
+	u := r.usage
+	msg.Usage = wireUsage{
+		InputTokens:              pick(u.InputTokens, max(1, requestBytes/4)),
+		OutputTokens:             pick(u.OutputTokens, max(1, outBytes/4)),
+		CacheCreationInputTokens: pick(u.CacheCreationInputTokens, 0),
+		CacheReadInputTokens:     pick(u.CacheReadInputTokens, 0),
+	}
+	return msg, nil
+}
+
+func pick(p *int, def int) int {
+	if p != nil {
+		return *p
+	}
+	return def
+}
+
+// signature is the fake signature of a thinking block: base64, as real
+// ones are, and deterministic.
+func signature(call, index int) string {
+	return base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "fakeapi-signature:%d:%d", call, index))
+}
+
+// sse writes server-sent events, flushing each.
+type sse struct {
+	w     io.Writer
+	flush func()
+	err   error
+}
+
+func (s *sse) event(typ string, data any) {
+	if s.err != nil {
+		return
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		s.err = err
+		return
+	}
+	if _, s.err = fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", typ, b); s.err == nil {
+		s.flush()
+	}
+}
+
+type (
+	eventMessageStart struct {
+		Type    string      `json:"type"`
+		Message wireMessage `json:"message"`
+	}
+	eventBlockStart struct {
+		Type         string    `json:"type"`
+		Index        int       `json:"index"`
+		ContentBlock wireBlock `json:"content_block"`
+	}
+	eventBlockDelta struct {
+		Type  string `json:"type"`
+		Index int    `json:"index"`
+		Delta any    `json:"delta"`
+	}
+	eventBlockStop struct {
+		Type  string `json:"type"`
+		Index int    `json:"index"`
+	}
+	eventMessageDelta struct {
+		Type  string `json:"type"`
+		Delta struct {
+			StopReason   string  `json:"stop_reason"`
+			StopSequence *string `json:"stop_sequence"`
+		} `json:"delta"`
+		Usage struct {
+			OutputTokens int `json:"output_tokens"`
+		} `json:"usage"`
+	}
+	eventType struct {
+		Type string `json:"type"`
+	}
+	textDelta struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	jsonDelta struct {
+		Type        string `json:"type"`
+		PartialJSON string `json:"partial_json"`
+	}
+	thinkingDelta struct {
+		Type     string `json:"type"`
+		Thinking string `json:"thinking"`
+	}
+	signatureDelta struct {
+		Type      string `json:"type"`
+		Signature string `json:"signature"`
+	}
+)
+
+// stream writes msg as the event stream of the Messages API. With cut it
+// stops after message_start, the first block's start and its first delta,
+// and reports false so that the caller breaks the connection.
+func (s *sse) stream(msg wireMessage, cut bool) (complete bool) {
+	start := msg
+	start.Content = []wireBlock{}
+	start.StopReason = nil
+	start.Usage.OutputTokens = 1
+	s.event("message_start", eventMessageStart{Type: "message_start", Message: start})
+	for i, b := range msg.Content {
+		empty := b
+		empty.Text, empty.Thinking, empty.Signature, empty.Input = "", "", "", nil
+		s.event("content_block_start", eventBlockStart{Type: "content_block_start", Index: i, ContentBlock: empty})
+		if i == 0 {
+			s.event("ping", eventType{Type: "ping"})
+		}
+		var deltas []any
+		switch b.Type {
+		case "text":
+			for _, c := range splitWords(b.Text) {
+				deltas = append(deltas, textDelta{Type: "text_delta", Text: c})
+			}
+		case "thinking":
+			for _, c := range splitWords(b.Thinking) {
+				deltas = append(deltas, thinkingDelta{Type: "thinking_delta", Thinking: c})
+			}
+			deltas = append(deltas, signatureDelta{Type: "signature_delta", Signature: b.Signature})
+		case "tool_use":
+			for _, c := range splitRunes(string(b.Input)) {
+				deltas = append(deltas, jsonDelta{Type: "input_json_delta", PartialJSON: c})
+			}
+		}
+		for _, d := range deltas {
+			s.event("content_block_delta", eventBlockDelta{Type: "content_block_delta", Index: i, Delta: d})
+			if cut {
+				return false
+			}
+		}
+		s.event("content_block_stop", eventBlockStop{Type: "content_block_stop", Index: i})
+	}
+	if cut {
+		return false
+	}
+	var md eventMessageDelta
+	md.Type = "message_delta"
+	md.Delta.StopReason = *msg.StopReason
+	md.Usage.OutputTokens = msg.Usage.OutputTokens
+	s.event("message_delta", md)
+	s.event("message_stop", eventType{Type: "message_stop"})
+	return true
+}
+
+// splitWords cuts text into chunks of a few words, each keeping the
+// whitespace that follows it; a long text gets longer chunks so a stream
+// stays around fifty events.
+func splitWords(text string) []string {
+	if text == "" {
+		return []string{""}
+	}
+	words := strings.FieldsFunc(text, unicode.IsSpace)
+	per := max(3, len(words)/48)
+	var chunks []string
+	n, start := 0, 0
+	inWord := false
+	for i, r := range text {
+		space := unicode.IsSpace(r)
+		if !space && !inWord {
+			if n == per {
+				chunks = append(chunks, text[start:i])
+				start, n = i, 0
+			}
+			n++
+		}
+		inWord = !space
+	}
+	return append(chunks, text[start:])
+}
+
+// splitRunes cuts s into several pieces on rune boundaries (input JSON
+// arrives in fragments that are not valid JSON on their own).
+func splitRunes(s string) []string {
+	size := min(max(len(s)/4, 8), 512)
+	var chunks []string
+	for len(s) > size {
+		cut := size
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		if cut == 0 {
+			cut = size
+		}
+		chunks = append(chunks, s[:cut])
+		s = s[cut:]
+	}
+	return append(chunks, s)
+}

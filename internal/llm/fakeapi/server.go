@@ -1,0 +1,474 @@
+package fakeapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options tunes a [Server].
+type Options struct {
+	// Latency is waited before the first byte of every answer to
+	// POST /v1/messages, on top of a rule's own latency.
+	Latency time.Duration
+	// Logf, if set, receives one line per POST /v1/messages.
+	Logf func(format string, args ...any)
+}
+
+// Recorded is one POST /v1/messages as the server saw it.
+type Recorded struct {
+	N      int    // 1-based call number
+	Agent  string // agent name found in the system prompt ("" if none)
+	Body   []byte // the raw request body
+	Stream bool   // the request asked for a stream
+	// Status is the HTTP status sent: 0 while the call is in flight or when
+	// the connection was dropped, 499 when the client went away (or the
+	// server closed) before the answer.
+	Status int
+	Rule   int    // index of the rule that answered, -1 for none (fallback, error, fault)
+	Fault  string // the kind of fault injected, "" for none
+}
+
+// Server is the fake API. It is an [http.Handler]; [Server.Start] also
+// serves it on a listener of its own.
+type Server struct {
+	script *Script
+	opt    Options
+
+	ctx    context.Context // cancelled by Close: stops latency waits
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	calls     int
+	others    int // requests to other endpoints, for their request ids
+	used      []int
+	faults    map[int]Fault
+	recs      []Recorded
+	unmatched int
+	closed    bool
+	onArrive  func(n int)    // test seam: called when call n is counted
+	onRecord  func(Recorded) // test seam: called when a call is finished
+	srv       *http.Server
+	url       string
+	serveDone chan struct{}
+
+	handlers sync.WaitGroup
+}
+
+// New returns a server that answers by script s.
+func New(s *Script, opt Options) *Server {
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := &Server{
+		script: s,
+		opt:    opt,
+		ctx:    ctx,
+		cancel: cancel,
+		used:   make([]int, len(s.rules)),
+		faults: make(map[int]Fault, len(s.faults)),
+	}
+	for n, f := range s.faults {
+		srv.faults[n] = f
+	}
+	return srv
+}
+
+// Start listens on addr (such as "127.0.0.1:0") and serves in a goroutine
+// that [Server.Close] stops. It returns the base URL, http://host:port.
+func (s *Server) Start(addr string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return "", errors.New("fakeapi: start: server is closed")
+	}
+	if s.srv != nil {
+		return "", errors.New("fakeapi: start: already started")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("fakeapi: start: %w", err)
+	}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	s.url = "http://" + ln.Addr().String()
+	s.serveDone = make(chan struct{})
+	go func() {
+		defer close(s.serveDone)
+		_ = s.srv.Serve(ln) // returns http.ErrServerClosed after Close
+	}()
+	return s.url, nil
+}
+
+// URL returns the base URL given by Start, or "" before it.
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url
+}
+
+// Close stops serving, breaks open connections, cancels latency waits and
+// waits for every goroutine of the server to end. Later requests given to
+// ServeHTTP get 503.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	srv, done := s.srv, s.serveDone
+	s.mu.Unlock()
+
+	s.cancel()
+	var err error
+	if srv != nil {
+		err = srv.Close()
+		<-done
+	}
+	s.handlers.Wait()
+	return err
+}
+
+// Requests returns every POST /v1/messages so far, in call order.
+func (s *Server) Requests() []Recorded {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Recorded, len(s.recs))
+	copy(out, s.recs)
+	return out
+}
+
+// Unmatched returns how many calls the fallback answered.
+func (s *Server) Unmatched() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unmatched
+}
+
+// InjectFault makes call number call (1-based) fail with f, replacing any
+// fault the script set there. It panics on an unknown kind.
+func (s *Server) InjectFault(call int, f Fault) {
+	f.Call = call
+	if err := checkFault(f); err != nil {
+		panic("fakeapi: InjectFault: " + err.Error())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults[call] = f
+}
+
+// ServeHTTP answers POST /v1/messages; any other request gets 404.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "api_error", "fakeapi: server is closed", "req_fake_closed", nil)
+		return
+	}
+	s.handlers.Add(1)
+	s.mu.Unlock()
+	defer s.handlers.Done()
+
+	if r.Method != http.MethodPost || strings.TrimSuffix(r.URL.Path, "/") != "/v1/messages" {
+		s.mu.Lock()
+		s.others++
+		id := fmt.Sprintf("req_fake_other_%d", s.others)
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("Not found: %s %s", r.Method, r.URL.Path), id, nil)
+		return
+	}
+	s.messages(w, r)
+}
+
+// call is one POST /v1/messages in progress.
+type call struct {
+	rec   Recorded
+	start time.Time
+	id    string // request id
+}
+
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.calls++
+	c := &call{rec: Recorded{N: s.calls, Rule: -1}, start: time.Now()}
+	s.recs = append(s.recs, c.rec)
+	fault, faulted := s.faults[c.rec.N]
+	arrive := s.onArrive
+	s.mu.Unlock()
+	if arrive != nil {
+		arrive(c.rec.N)
+	}
+	c.id = fmt.Sprintf("req_fake_%d", c.rec.N)
+	defer s.finish(c)
+
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<20))
+	c.rec.Body = body
+	if err != nil {
+		s.fail(w, c, http.StatusBadRequest, "invalid_request_error", "could not read request body: "+err.Error())
+		return
+	}
+	// What the recording shows even for a request that is then refused.
+	var peek struct {
+		Stream bool `json:"stream"`
+		System any  `json:"system"`
+	}
+	if json.Unmarshal(body, &peek) == nil {
+		c.rec.Stream = peek.Stream
+		sys, _ := (&validator{}).system(peek.System)
+		c.rec.Agent = s.agentOf(sys)
+	}
+
+	if !hasKey(r.Header) {
+		s.fail(w, c, http.StatusUnauthorized, "authentication_error", "x-api-key header is required")
+		return
+	}
+	if r.Header.Get("anthropic-version") == "" {
+		s.fail(w, c, http.StatusBadRequest, "invalid_request_error", "anthropic-version: header is required")
+		return
+	}
+	if faulted && fault.Kind != FaultCut {
+		s.fault(w, r, c, fault)
+		return
+	}
+	req, err := validate(body)
+	if err != nil {
+		s.fail(w, c, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+
+	cut := faulted && fault.Kind == FaultCut
+	ruleIndex, rl, vs := s.choose(req, c.rec.N, c.rec.Agent, !cut)
+	if !cut {
+		c.rec.Rule = ruleIndex
+	}
+	model := s.script.model
+	if model == "" {
+		model = req.model
+	}
+	msg, err := buildMessage(rl, vs, model, c.rec.N, len(body))
+	if err != nil {
+		s.fail(w, c, http.StatusInternalServerError, "api_error", "fakeapi: "+err.Error())
+		return
+	}
+	if !s.wait(r, c, rl.latency) {
+		return
+	}
+	if cut {
+		c.rec.Fault = string(FaultCut)
+	}
+	w.Header().Set("request-id", c.id)
+	if req.stream {
+		s.stream(w, c, msg, cut)
+		return
+	}
+	data, err := json.Marshal(msg)
+	if err != nil {
+		s.fail(w, c, http.StatusInternalServerError, "api_error", "fakeapi: "+err.Error())
+		return
+	}
+	if cut {
+		c.rec.Status = http.StatusOK
+		s.cutPlain(w, c, data)
+		return
+	}
+	w.Header().Set("content-type", "application/json")
+	w.Header().Set("content-length", strconv.Itoa(len(data)))
+	w.WriteHeader(http.StatusOK)
+	c.rec.Status = http.StatusOK
+	_, _ = w.Write(data)
+}
+
+// choose picks the answering rule: the first, in file order, that is not
+// exhausted and whose conditions hold, else the fallback (index -1). With
+// consume it counts the answer; the choice and the count are one atomic step.
+func (s *Server) choose(req *request, n int, agent string, consume bool) (int, *rule, vars) {
+	vs := vars{agent: agent, call: n}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.script.rules {
+		rl := &s.script.rules[i]
+		if rl.times > 0 && s.used[i] >= rl.times {
+			continue
+		}
+		if rl.agent != "" && rl.agent != agent {
+			continue
+		}
+		if rl.contains != "" && !strings.Contains(req.lastUser, rl.contains) {
+			continue
+		}
+		var groups []string
+		if rl.re != nil {
+			if groups = rl.re.FindStringSubmatch(req.lastUser); groups == nil {
+				continue
+			}
+		}
+		if consume {
+			s.used[i]++
+		}
+		vs.groups = groups
+		return i, rl, vs
+	}
+	if consume {
+		s.unmatched++
+	}
+	return -1, &s.script.fallback, vs
+}
+
+func (s *Server) agentOf(system string) string {
+	if m := s.script.agentRE.FindStringSubmatch(system); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+func hasKey(h http.Header) bool {
+	if h.Get("x-api-key") != "" {
+		return true
+	}
+	token, ok := strings.CutPrefix(h.Get("authorization"), "Bearer ")
+	return ok && strings.TrimSpace(token) != ""
+}
+
+// wait sleeps the latency of the call, and reports false, recording 499,
+// if the client or the server gave up first.
+func (s *Server) wait(r *http.Request, c *call, extra time.Duration) bool {
+	d := s.opt.Latency + extra
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+	case <-s.ctx.Done():
+	}
+	c.rec.Status = 499
+	return false
+}
+
+// fail answers an error in the API's shape after the call's latency.
+func (s *Server) fail(w http.ResponseWriter, c *call, status int, typ, msg string) {
+	c.rec.Status = status
+	writeError(w, status, typ, msg, c.id, nil)
+}
+
+func writeError(w http.ResponseWriter, status int, typ, msg, id string, hdr map[string]string) {
+	var e wireError
+	e.Type = "error"
+	e.Error.Type = typ
+	e.Error.Message = msg
+	e.RequestID = id
+	data, _ := json.Marshal(e)
+	h := w.Header()
+	for k, v := range hdr {
+		h.Set(k, v)
+	}
+	h.Set("content-type", "application/json")
+	h.Set("content-length", strconv.Itoa(len(data)))
+	h.Set("request-id", id)
+	w.WriteHeader(status)
+	_, _ = w.Write(data)
+}
+
+// fault answers call c with an injected failure other than cut.
+func (s *Server) fault(w http.ResponseWriter, r *http.Request, c *call, f Fault) {
+	if !s.wait(r, c, 0) {
+		return
+	}
+	c.rec.Fault = string(f.Kind)
+	msg := f.Message
+	switch f.Kind {
+	case FaultDrop:
+		s.hangUp(w)
+	case FaultRateLimit:
+		if msg == "" {
+			msg = "fakeapi: injected rate limit"
+		}
+		after := f.RetryAfter
+		if after == 0 {
+			after = 1
+		}
+		c.rec.Status = http.StatusTooManyRequests
+		writeError(w, c.rec.Status, "rate_limit_error", msg, c.id,
+			map[string]string{"retry-after": strconv.FormatFloat(after, 'f', -1, 64)})
+	case FaultOverloaded:
+		if msg == "" {
+			msg = "Overloaded"
+		}
+		s.fail(w, c, 529, "overloaded_error", msg)
+	case FaultServerError:
+		if msg == "" {
+			msg = "fakeapi: injected internal server error"
+		}
+		s.fail(w, c, http.StatusInternalServerError, "api_error", msg)
+	}
+}
+
+// stream answers with server-sent events; a cut stream ends with a broken
+// connection.
+func (s *Server) stream(w http.ResponseWriter, c *call, msg wireMessage, cut bool) {
+	h := w.Header()
+	h.Set("content-type", "text/event-stream; charset=utf-8")
+	h.Set("cache-control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	c.rec.Status = http.StatusOK
+	rc := http.NewResponseController(w)
+	out := &sse{w: w, flush: func() { _ = rc.Flush() }}
+	if !out.stream(msg, cut) {
+		s.hangUp(w)
+	}
+}
+
+// cutPlain sends a JSON reply whose body stops halfway, then hangs up.
+func (s *Server) cutPlain(w http.ResponseWriter, c *call, data []byte) {
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	defer conn.Close()
+	var head bytes.Buffer
+	fmt.Fprintf(&head, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\nrequest-id: %s\r\n\r\n", len(data), c.id)
+	_, _ = buf.Write(head.Bytes())
+	_, _ = buf.Write(data[:len(data)/2])
+	_ = buf.Flush()
+}
+
+// hangUp closes the connection under the response at once, whatever was
+// sent so far.
+func (s *Server) hangUp(w http.ResponseWriter) {
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		// Not hijackable (HTTP/2): the server aborts the stream instead.
+		panic(http.ErrAbortHandler)
+	}
+	_ = buf.Flush()
+	_ = conn.Close()
+}
+
+// finish stores the call's record, logs it and tells the test seam.
+func (s *Server) finish(c *call) {
+	s.mu.Lock()
+	s.recs[c.rec.N-1] = c.rec
+	hook := s.onRecord
+	s.mu.Unlock()
+	if s.opt.Logf != nil {
+		rule := "-"
+		if c.rec.Rule >= 0 {
+			rule = strconv.Itoa(c.rec.Rule)
+		}
+		s.opt.Logf("fakeapi: call %d agent=%q stream=%t rule=%s status=%d fault=%q in %s",
+			c.rec.N, c.rec.Agent, c.rec.Stream, rule, c.rec.Status, c.rec.Fault, time.Since(c.start).Round(time.Microsecond))
+	}
+	if hook != nil {
+		hook(c.rec)
+	}
+}
