@@ -1,0 +1,519 @@
+// Package anthropic is the llm.Provider for the Anthropic Messages API, over
+// the official Go SDK. It streams, marks the stable prefix of every request
+// for prompt caching, and retries transient failures itself (429, 529, 5xx,
+// broken connections, streams cut mid-message) with exponential backoff,
+// jitter and the server's retry-after.
+//
+// It must never depend on agents, tools or teams.
+package anthropic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+
+	"github.com/troupe-dev/troupe/internal/llm"
+)
+
+// DefaultModel is used when neither the caller nor the settings name one.
+const DefaultModel = "claude-sonnet-4-5"
+
+// Config configures a Provider. Zero values take the defaults noted.
+type Config struct {
+	APIKey  string // required
+	BaseURL string // default: the SDK's production endpoint
+	// HTTPClient carries the requests (default: a client with no overall
+	// timeout; RequestTimeout bounds each attempt instead).
+	HTTPClient *http.Client
+	// MaxRetries is how many times a failed attempt is retried (default
+	// 5; a negative value means none).
+	MaxRetries int
+	// RequestTimeout bounds one attempt, stream included (default 10m).
+	RequestTimeout time.Duration
+	// BaseBackoff and MaxBackoff shape the exponential backoff (defaults
+	// 500ms and 30s). A server's retry-after is honoured up to
+	// MaxRetryAfter (default 5m).
+	BaseBackoff   time.Duration
+	MaxBackoff    time.Duration
+	MaxRetryAfter time.Duration
+	// Jitter returns a number in [0,1) (default math/rand); Sleep waits
+	// (default: a timer that honours ctx). Seams for tests.
+	Jitter func() float64
+	Sleep  func(ctx context.Context, d time.Duration) error
+}
+
+// Provider calls the Anthropic Messages API.
+type Provider struct {
+	cfg    Config
+	client sdk.Client
+}
+
+var _ llm.Provider = (*Provider)(nil)
+
+// New returns a Provider, or llm.ErrMissingKey when cfg has no key.
+func New(cfg Config) (*Provider, error) {
+	if strings.TrimSpace(cfg.APIKey) == "" {
+		return nil, fmt.Errorf("%w: set ANTHROPIC_API_KEY", llm.ErrMissingKey)
+	}
+	if cfg.MaxRetries == 0 {
+		cfg.MaxRetries = 5
+	}
+	if cfg.MaxRetries < 0 {
+		cfg.MaxRetries = 0
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 10 * time.Minute
+	}
+	if cfg.BaseBackoff <= 0 {
+		cfg.BaseBackoff = 500 * time.Millisecond
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 30 * time.Second
+	}
+	if cfg.MaxRetryAfter <= 0 {
+		cfg.MaxRetryAfter = 5 * time.Minute
+	}
+	if cfg.Jitter == nil {
+		cfg.Jitter = rand.Float64
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleep
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{}
+	}
+	opts := []option.RequestOption{
+		option.WithoutEnvironmentDefaults(),
+		option.WithAPIKey(cfg.APIKey),
+		option.WithHTTPClient(cfg.HTTPClient),
+		option.WithMaxRetries(0), // we retry ourselves, streams included
+	}
+	if cfg.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	}
+	return &Provider{cfg: cfg, client: sdk.NewClient(opts...)}, nil
+}
+
+// Name implements llm.Provider.
+func (p *Provider) Name() string { return "anthropic" }
+
+// Stream implements llm.Provider.
+func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Event, error] {
+	return func(yield func(llm.Event, error) bool) {
+		params, err := buildParams(req)
+		if err != nil {
+			yield(llm.Event{}, err)
+			return
+		}
+		for attempt := 1; ; attempt++ {
+			resp, stopped, err := p.attempt(ctx, params, yield)
+			if stopped {
+				return
+			}
+			if err == nil {
+				yield(llm.Event{Type: llm.EventDone, Response: resp}, nil)
+				return
+			}
+			if ctx.Err() != nil {
+				yield(llm.Event{}, ctx.Err())
+				return
+			}
+			ae := classify(err)
+			if !ae.retryable {
+				yield(llm.Event{}, ae)
+				return
+			}
+			if attempt > p.cfg.MaxRetries {
+				yield(llm.Event{}, fmt.Errorf("%w after %d attempts: %v", llm.ErrUnavailable, attempt, ae))
+				return
+			}
+			delay := p.backoff(attempt, ae.retryAfter)
+			if !yield(llm.Event{Type: llm.EventRetry, Attempt: attempt, Delay: delay.Milliseconds(), Err: ae}, nil) {
+				return
+			}
+			if err := p.cfg.Sleep(ctx, delay); err != nil {
+				yield(llm.Event{}, err)
+				return
+			}
+		}
+	}
+}
+
+// backoff is the wait before retry number attempt: the server's retry-after
+// when it gave one, else base*2^(attempt-1) capped at MaxBackoff, with jitter
+// taking it down to as little as half.
+func (p *Provider) backoff(attempt int, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return min(retryAfter, p.cfg.MaxRetryAfter)
+	}
+	d := p.cfg.BaseBackoff << min(attempt-1, 20)
+	if d <= 0 || d > p.cfg.MaxBackoff {
+		d = p.cfg.MaxBackoff
+	}
+	half := d / 2
+	return half + time.Duration(p.cfg.Jitter()*float64(d-half))
+}
+
+// attempt makes one streamed call. stopped reports that the consumer quit.
+func (p *Provider) attempt(ctx context.Context, params sdk.MessageNewParams, yield func(llm.Event, error) bool) (resp *llm.Response, stopped bool, err error) {
+	actx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
+	defer cancel()
+	stream := p.client.Messages.NewStreaming(actx, params)
+	defer stream.Close()
+	var msg sdk.Message
+	sawStop := false
+	for stream.Next() {
+		ev := stream.Current()
+		if err := msg.Accumulate(ev); err != nil {
+			return nil, false, &streamError{fmt.Errorf("malformed stream: %w", err)}
+		}
+		var out llm.Event
+		switch v := ev.AsAny().(type) {
+		case sdk.ContentBlockStartEvent:
+			if v.ContentBlock.Type == "tool_use" {
+				out = llm.Event{Type: llm.EventToolStart, Name: v.ContentBlock.Name, ID: v.ContentBlock.ID}
+			}
+		case sdk.ContentBlockDeltaEvent:
+			switch d := v.Delta.AsAny().(type) {
+			case sdk.TextDelta:
+				out = llm.Event{Type: llm.EventText, Text: d.Text}
+			case sdk.ThinkingDelta:
+				out = llm.Event{Type: llm.EventThinking, Text: d.Thinking}
+			}
+		case sdk.MessageStopEvent:
+			sawStop = true
+		}
+		if out.Type != "" && !yield(out, nil) {
+			return nil, true, nil
+		}
+	}
+	if err := stream.Err(); err != nil {
+		if actx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+			return nil, false, &streamError{fmt.Errorf("no complete reply within %s", p.cfg.RequestTimeout)}
+		}
+		return nil, false, err
+	}
+	if !sawStop {
+		return nil, false, &streamError{errors.New("stream ended before message_stop")}
+	}
+	return fromSDK(&msg), false, nil
+}
+
+// streamError is a failure after the response started: always retryable.
+type streamError struct{ err error }
+
+func (e *streamError) Error() string { return e.err.Error() }
+func (e *streamError) Unwrap() error { return e.err }
+
+// APIError is a failed call as troupe reports it. It never carries
+// credentials or request headers.
+type APIError struct {
+	Status     int    // HTTP status, 0 for a transport failure
+	Type       string // the API's error type, e.g. "overloaded_error"
+	Message    string
+	RequestID  string
+	retryable  bool
+	retryAfter time.Duration
+	kind       error // llm sentinel
+}
+
+func (e *APIError) Error() string {
+	var b strings.Builder
+	b.WriteString("anthropic")
+	if e.Status != 0 {
+		fmt.Fprintf(&b, ": %d", e.Status)
+	}
+	if e.Type != "" {
+		fmt.Fprintf(&b, " %s", e.Type)
+	}
+	if e.Message != "" {
+		fmt.Fprintf(&b, ": %s", e.Message)
+	}
+	if e.RequestID != "" {
+		fmt.Fprintf(&b, " (request %s)", e.RequestID)
+	}
+	return b.String()
+}
+
+// Unwrap lets errors.Is match the llm sentinel.
+func (e *APIError) Unwrap() error { return e.kind }
+
+// Retryable reports whether another attempt may succeed.
+func (e *APIError) Retryable() bool { return e.retryable }
+
+func classify(err error) *APIError {
+	var se *sdk.Error
+	if errors.As(err, &se) {
+		ae := &APIError{Status: se.StatusCode, Type: string(se.Type()), RequestID: se.RequestID}
+		ae.Message = apiMessage(se.RawJSON())
+		if se.Response != nil {
+			ae.retryAfter = retryAfter(se.Response.Header)
+		}
+		status := se.StatusCode
+		if status < 400 {
+			// An error event inside a 200 stream: judge by its type.
+			ae.Status = 0
+			status = statusOfType(ae.Type)
+		}
+		switch {
+		case status == 401 || status == 403:
+			ae.kind = llm.ErrAuth
+		case status == 408 || status == 409 || status == 429 || status >= 500:
+			ae.kind, ae.retryable = llm.ErrUnavailable, true
+		default:
+			ae.kind = llm.ErrInvalidRequest
+		}
+		return ae
+	}
+	var st *streamError
+	if errors.As(err, &st) {
+		return &APIError{Message: st.Error(), retryable: true, kind: llm.ErrUnavailable}
+	}
+	// An error event inside the stream (e.g. overloaded) or a broken
+	// connection: the SDK reports both as plain errors.
+	msg := err.Error()
+	if errors.Is(err, llm.ErrInvalidRequest) {
+		return &APIError{Message: msg, kind: llm.ErrInvalidRequest}
+	}
+	return &APIError{Message: msg, retryable: true, kind: llm.ErrUnavailable}
+}
+
+// statusOfType maps an API error type to the status it comes with.
+func statusOfType(t string) int {
+	switch t {
+	case "authentication_error":
+		return 401
+	case "permission_error":
+		return 403
+	case "invalid_request_error", "not_found_error", "request_too_large":
+		return 400
+	case "rate_limit_error":
+		return 429
+	case "overloaded_error":
+		return 529
+	}
+	return 500
+}
+
+// apiMessage pulls error.message out of an error body, falling back to the
+// raw text (bounded).
+func apiMessage(raw string) string {
+	var body struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(raw), &body) == nil && body.Error.Message != "" {
+		return body.Error.Message
+	}
+	if len(raw) > 200 {
+		raw = raw[:200] + "…"
+	}
+	return strings.TrimSpace(raw)
+}
+
+// retryAfter reads retry-after-ms or retry-after (seconds or an HTTP date).
+func retryAfter(h http.Header) time.Duration {
+	if v := h.Get("retry-after-ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := h.Get("retry-after")
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := time.Until(t); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// buildParams translates a request, marking the cache breakpoints: the last
+// tool (caches every tool), the system prompt, and the last block of the
+// latest turn (caches the conversation so far for the next call).
+func buildParams(req *llm.Request) (sdk.MessageNewParams, error) {
+	msgs, err := llm.Normalize(req.Messages)
+	if err != nil {
+		return sdk.MessageNewParams{}, err
+	}
+	model := req.Model
+	if model == "" {
+		model = DefaultModel
+	}
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = 8192
+	}
+	params := sdk.MessageNewParams{
+		Model:     sdk.Model(model),
+		MaxTokens: int64(maxTokens),
+	}
+	cache := sdk.NewCacheControlEphemeralParam()
+	if req.System != "" {
+		params.System = []sdk.TextBlockParam{{Text: req.System, CacheControl: cache}}
+	}
+	for i, t := range req.Tools {
+		tp, err := toolParam(t)
+		if err != nil {
+			return params, err
+		}
+		if i == len(req.Tools)-1 {
+			tp.CacheControl = cache
+		}
+		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: tp})
+	}
+	for i, m := range msgs {
+		mp := sdk.MessageParam{Role: sdk.MessageParamRole(m.Role)}
+		for j, b := range m.Content {
+			cb, ok := blockParam(b)
+			if !ok {
+				continue
+			}
+			if i == len(msgs)-1 && j == len(m.Content)-1 {
+				setCache(&cb, cache)
+			}
+			mp.Content = append(mp.Content, cb)
+		}
+		if len(mp.Content) == 0 {
+			return params, fmt.Errorf("%w: message %d has no content the API accepts", llm.ErrInvalidRequest, i)
+		}
+		params.Messages = append(params.Messages, mp)
+	}
+	return params, nil
+}
+
+func toolParam(t llm.ToolSpec) (*sdk.ToolParam, error) {
+	var schema map[string]any
+	if len(t.InputSchema) > 0 {
+		if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
+			return nil, fmt.Errorf("tool %s: input schema: %w", t.Name, err)
+		}
+	}
+	in := sdk.ToolInputSchemaParam{ExtraFields: map[string]any{}}
+	for k, v := range schema {
+		switch k {
+		case "type":
+		case "properties":
+			in.Properties = v
+		case "required":
+			if arr, ok := v.([]any); ok {
+				for _, r := range arr {
+					if s, ok := r.(string); ok {
+						in.Required = append(in.Required, s)
+					}
+				}
+			}
+		default:
+			in.ExtraFields[k] = v
+		}
+	}
+	if in.Properties == nil {
+		in.Properties = map[string]any{}
+	}
+	tp := &sdk.ToolParam{Name: t.Name, InputSchema: in}
+	if t.Description != "" {
+		tp.Description = sdk.String(t.Description)
+	}
+	return tp, nil
+}
+
+func blockParam(b llm.Block) (sdk.ContentBlockParamUnion, bool) {
+	switch b.Type {
+	case llm.BlockText:
+		if b.Text == "" {
+			return sdk.ContentBlockParamUnion{}, false // the API refuses empty text
+		}
+		return sdk.ContentBlockParamUnion{OfText: &sdk.TextBlockParam{Text: b.Text}}, true
+	case llm.BlockToolUse:
+		input := b.Input
+		if len(input) == 0 || !json.Valid(input) {
+			input = json.RawMessage(`{}`)
+		}
+		return sdk.ContentBlockParamUnion{OfToolUse: &sdk.ToolUseBlockParam{ID: b.ID, Name: b.Name, Input: input}}, true
+	case llm.BlockToolResult:
+		tr := &sdk.ToolResultBlockParam{ToolUseID: b.ToolUseID}
+		if b.Content != "" {
+			tr.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: b.Content}}}
+		}
+		if b.IsError {
+			tr.IsError = sdk.Bool(true)
+		}
+		return sdk.ContentBlockParamUnion{OfToolResult: tr}, true
+	case llm.BlockThinking:
+		if b.Signature == "" {
+			return sdk.ContentBlockParamUnion{}, false // unsigned thinking cannot be sent back
+		}
+		return sdk.ContentBlockParamUnion{OfThinking: &sdk.ThinkingBlockParam{Thinking: b.Thinking, Signature: b.Signature}}, true
+	}
+	return sdk.ContentBlockParamUnion{}, false
+}
+
+func setCache(cb *sdk.ContentBlockParamUnion, cc sdk.CacheControlEphemeralParam) {
+	switch {
+	case cb.OfText != nil:
+		cb.OfText.CacheControl = cc
+	case cb.OfToolResult != nil:
+		cb.OfToolResult.CacheControl = cc
+	case cb.OfToolUse != nil:
+		cb.OfToolUse.CacheControl = cc
+	}
+}
+
+func fromSDK(m *sdk.Message) *llm.Response {
+	resp := &llm.Response{
+		ID:         m.ID,
+		Model:      string(m.Model),
+		StopReason: llm.StopReason(m.StopReason),
+		Usage: llm.Usage{
+			InputTokens:      m.Usage.InputTokens,
+			OutputTokens:     m.Usage.OutputTokens,
+			CacheReadTokens:  m.Usage.CacheReadInputTokens,
+			CacheWriteTokens: m.Usage.CacheCreationInputTokens,
+		},
+		Message: llm.Message{Role: llm.RoleAssistant},
+	}
+	for _, c := range m.Content {
+		switch c.Type {
+		case "text":
+			if c.Text != "" {
+				resp.Message.Content = append(resp.Message.Content, llm.TextBlock(c.Text))
+			}
+		case "tool_use":
+			input := json.RawMessage(c.Input)
+			if len(input) == 0 {
+				input = json.RawMessage(`{}`)
+			}
+			resp.Message.Content = append(resp.Message.Content, llm.Block{Type: llm.BlockToolUse, ID: c.ID, Name: c.Name, Input: input})
+		case "thinking":
+			resp.Message.Content = append(resp.Message.Content, llm.Block{Type: llm.BlockThinking, Thinking: c.Thinking, Signature: c.Signature})
+		}
+	}
+	return resp
+}
