@@ -1,0 +1,114 @@
+package tool
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/shell"
+)
+
+//go:embed bash.md
+var bashDescription string
+
+const (
+	bashDefaultTimeout = 120
+	bashMaxTimeout     = 600
+)
+
+type bashArgs struct {
+	Command         string `json:"command" required:"true" desc:"The command to run with bash -c in the workspace directory."`
+	Timeout         *int   `json:"timeout" desc:"Seconds before the command is killed: default 120, at most 600. Ignored for background commands unless given."`
+	Description     string `json:"description" desc:"What the command does, in 5-10 words."`
+	RunInBackground bool   `json:"run_in_background" desc:"Start the command as a background job and return its id at once; read it with TaskOutput, stop it with TaskStop."`
+}
+
+type bashTool struct{}
+
+var bashSpec = newSpec[bashArgs]("bash", bashDescription)
+
+func (bashTool) Spec() llm.ToolSpec { return bashSpec }
+func (bashTool) ReadOnly() bool     { return false }
+
+func (bashTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result {
+	args, res, ok := decodeArgs[bashArgs]("bash", input)
+	if !ok {
+		return res
+	}
+	if strings.TrimSpace(args.Command) == "" {
+		return Errorf(`invalid arguments for bash: "command" is empty`)
+	}
+	timeout := bashDefaultTimeout
+	if args.Timeout != nil {
+		timeout = *args.Timeout
+		if timeout <= 0 || timeout > bashMaxTimeout {
+			return Errorf(`invalid arguments for bash: "timeout" must be between 1 and %d seconds, got %d`, bashMaxTimeout, timeout)
+		}
+	}
+	ws, res, ok := workspaceOf(env, "bash")
+	if !ok {
+		return res
+	}
+	opts := shell.Options{Dir: ws.Dir(), Command: args.Command, OutputCap: OutputCap, Timeout: time.Duration(timeout) * time.Second}
+
+	if args.RunInBackground {
+		if env.Jobs == nil {
+			return Errorf("run_in_background is not available to this agent; run the command in the foreground")
+		}
+		if args.Timeout == nil {
+			opts.Timeout = 0
+		}
+		desc := args.Description
+		if desc == "" {
+			desc = args.Command
+		}
+		id := env.Jobs.Start("bash", desc, func(ctx context.Context, out io.Writer) error {
+			opts.Stream = out
+			opts.OutputCap = 1 // the job keeps the output
+			r, err := shell.Run(ctx, opts)
+			if err != nil {
+				return err
+			}
+			if r.TimedOut {
+				return fmt.Errorf("timed out after %ds and was killed", timeout)
+			}
+			if r.Canceled {
+				return ctx.Err()
+			}
+			return ExitStatus(r.ExitCode)
+		})
+		return OK(fmt.Sprintf("Started background job %s: %s\nRead its output with TaskOutput (task_id %q); stop it with TaskStop.", id, desc, id))
+	}
+
+	r, err := shell.Run(ctx, opts)
+	if err != nil {
+		return Errorf("bash: %v", err)
+	}
+	var b strings.Builder
+	b.WriteString(r.Output)
+	note := func(s string) {
+		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
+			b.WriteString("\n")
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(s)
+	}
+	switch {
+	case r.TimedOut:
+		note(fmt.Sprintf("command timed out after %ds; it and every process it started were killed", timeout))
+	case r.Canceled:
+		note("command was cancelled; it and every process it started were killed")
+	case r.ExitCode != 0:
+		note(fmt.Sprintf("exit code %d", r.ExitCode))
+	case b.Len() == 0:
+		b.WriteString("(no output)")
+	}
+	return Result{Content: b.String(), IsError: r.TimedOut || r.Canceled || r.ExitCode != 0}
+}

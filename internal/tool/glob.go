@@ -1,0 +1,151 @@
+package tool
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/troupe-dev/troupe/internal/llm"
+)
+
+//go:embed glob.md
+var globDescription string
+
+// globCap bounds the number of paths glob returns.
+const globCap = 1000
+
+type globArgs struct {
+	Pattern string `json:"pattern" required:"true" desc:"The glob pattern, e.g. **/*.go or src/**/*.{ts,tsx}."`
+	Path    string `json:"path" desc:"The directory to search in, relative to the workspace; default the workspace itself."`
+}
+
+type globTool struct{}
+
+var globSpec = newSpec[globArgs]("glob", globDescription)
+
+func (globTool) Spec() llm.ToolSpec { return globSpec }
+func (globTool) ReadOnly() bool     { return true }
+
+func (globTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result {
+	args, res, ok := decodeArgs[globArgs]("glob", input)
+	if !ok {
+		return res
+	}
+	ws, res, ok := workspaceOf(env, "glob")
+	if !ok {
+		return res
+	}
+	pattern, base, err := ws.globPattern(args.Pattern, args.Path)
+	if err != nil {
+		return Errorf("glob: %v", err)
+	}
+	type match struct {
+		rel string
+		mod time.Time
+	}
+	var matches []match
+	err = ws.walk(ctx, base, func(rel string, d fs.DirEntry) error {
+		if d.IsDir() || !doublestar.MatchUnvalidated(pattern, rel) {
+			return nil
+		}
+		var mod time.Time
+		if fi, err := d.Info(); err == nil {
+			mod = fi.ModTime()
+		}
+		matches = append(matches, match{rel, mod})
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return Errorf("glob: %v", ws.Explain(displayBase(args.Path, base), err))
+	}
+	if len(matches) == 0 {
+		return OK(fmt.Sprintf("No files match %q.", args.Pattern))
+	}
+	slices.SortStableFunc(matches, func(a, b match) int {
+		if c := b.mod.Compare(a.mod); c != 0 {
+			return c
+		}
+		return strings.Compare(a.rel, b.rel)
+	})
+	var b strings.Builder
+	for i, m := range matches {
+		if i == globCap {
+			fmt.Fprintf(&b, "(showing the %d most recently modified of %d matches; use a narrower pattern or path)\n", globCap, len(matches))
+			break
+		}
+		b.WriteString(m.rel)
+		b.WriteByte('\n')
+	}
+	return OK(b.String())
+}
+
+// globPattern turns the model's pattern and directory into a pattern over
+// root-relative paths and the directory to walk: the longest part of the
+// pattern without metacharacters, so that src/**/*.go walks only src.
+func (w *Workspace) globPattern(pattern, dir string) (full, base string, err error) {
+	if pattern == "" {
+		return "", "", fmt.Errorf(`"pattern" is empty`)
+	}
+	if strings.IndexByte(pattern, 0) >= 0 {
+		return "", "", fmt.Errorf("%w: pattern %q contains a NUL byte", ErrBadPath, pattern)
+	}
+	if dir == "" {
+		dir = "."
+	}
+	relDir, err := w.Resolve(dir)
+	if err != nil {
+		return "", "", err
+	}
+	if fi, err := w.Root().Stat(relDir); err != nil {
+		return "", "", w.Explain(dir, err)
+	} else if !fi.IsDir() {
+		return "", "", fmt.Errorf("path %q is not a directory", dir)
+	}
+	if filepath.IsAbs(pattern) {
+		// An absolute pattern must lie inside the workspace; its static
+		// prefix is checked like any path.
+		static, _ := doublestar.SplitPattern(filepath.ToSlash(pattern))
+		relStatic, err := w.Resolve(static)
+		if err != nil {
+			return "", "", fmt.Errorf("pattern %q: %w", pattern, err)
+		}
+		_, rest := doublestar.SplitPattern(filepath.ToSlash(pattern))
+		pattern = path.Join(relStatic, rest)
+		relDir = "."
+	}
+	for _, seg := range strings.Split(pattern, "/") {
+		if seg == ".." {
+			return "", "", fmt.Errorf("pattern %q is %w %s: it may not contain \"..\"", pattern, ErrOutsideWorkspace, w.dir)
+		}
+	}
+	full = path.Join(filepath.ToSlash(relDir), pattern)
+	if !doublestar.ValidatePattern(full) {
+		return "", "", fmt.Errorf("pattern %q is not a valid glob", pattern)
+	}
+	base, _ = doublestar.SplitPattern(full)
+	if base == "" {
+		base = "."
+	}
+	if _, err := w.Resolve(base); err != nil {
+		return "", "", err
+	}
+	return full, base, nil
+}
+
+// displayBase names the searched directory in errors as the model gave it.
+func displayBase(given, base string) string {
+	if given != "" {
+		return given
+	}
+	return base
+}
