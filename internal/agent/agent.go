@@ -1,0 +1,375 @@
+// Package agent is the turn loop of one agent: call the model (streaming),
+// pass each tool call through the permission gate, run read-only tools in
+// parallel and the rest in order, answer every call (a failure is an is_error
+// result, never a crash), deliver whatever waits at the tool boundary (inbox
+// messages, reminders, finished background jobs) with the results, and repeat
+// until the model stops calling tools.
+//
+// It knows nothing of teams: a team gives an agent its tools, its system
+// prompt, a gate and boundary hooks. It must never import team or store.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/tool"
+)
+
+// Sentinel errors of a run.
+var (
+	// ErrMaxTurns means the run used all the model calls it was allowed.
+	ErrMaxTurns = errors.New("reached the maximum number of turns")
+	// ErrEmptyInput means Run was given nothing to say.
+	ErrEmptyInput = errors.New("empty input")
+)
+
+// Decision is the gate's answer for one tool call.
+type Decision struct {
+	Allow  bool
+	Reason string // shown to the model when the call is refused
+}
+
+// Gate decides whether a tool call may run. It may block (for example while
+// a human or the lead is asked); it must honour ctx.
+type Gate func(ctx context.Context, call Call) Decision
+
+// Call is one tool call as the gate and observers see it.
+type Call struct {
+	ID       string
+	Name     string
+	Input    json.RawMessage
+	ReadOnly bool
+}
+
+// Boundary returns blocks to deliver with the tool results of a round (inbox
+// messages, reminders, finished jobs). names are the tools called in the
+// round.
+type Boundary func(ctx context.Context, names []string) []llm.Block
+
+// Config configures an Agent.
+type Config struct {
+	Name     string // "team-lead", "alice"
+	Team     string // empty for a lone agent
+	Provider llm.Provider
+	Model    string
+	System   string
+	Tools    *tool.Registry
+	Env      *tool.Env
+	// MaxTurns bounds the model calls of one Run (0: no bound).
+	MaxTurns int
+	// MaxTokens is the output limit of one call (0: provider default).
+	MaxTokens int
+	// MaxContinuations bounds consecutive continuations after max_tokens
+	// stops (default 5).
+	MaxContinuations int
+	// Gate checks each call before it runs (nil: allow all).
+	Gate Gate
+	// Boundaries run, in order, at every tool boundary.
+	Boundaries []Boundary
+	// Observe receives every event of the run (nil: none). It is called
+	// from the run's goroutine and from tool goroutines; it must be safe
+	// for concurrent use and quick.
+	Observe func(Event)
+	// Record receives every message appended to the conversation, in
+	// order, as it happens (transcripts). Nil: none.
+	Record func(llm.Message)
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// EventType names an Event.
+type EventType string
+
+const (
+	EventText       EventType = "text"        // streamed assistant text (Text)
+	EventThinking   EventType = "thinking"    // streamed thinking (Text)
+	EventRetry      EventType = "retry"       // the model call is retried (Err, Delay)
+	EventMessage    EventType = "message"     // an assistant message is complete (Message)
+	EventToolCall   EventType = "tool_call"   // a tool is about to run (Call)
+	EventToolResult EventType = "tool_result" // a tool finished (Call, Result, Duration)
+	EventUsage      EventType = "usage"       // a model call's usage (Usage)
+	EventDelivered  EventType = "delivered"   // blocks delivered at a boundary (Blocks)
+)
+
+// Event is something that happened in a run.
+type Event struct {
+	Type     EventType
+	Agent    string
+	Team     string
+	Text     string
+	Err      error
+	Delay    time.Duration
+	Message  *llm.Message
+	Call     *Call
+	Result   *tool.Result
+	Duration time.Duration
+	Usage    *llm.Usage
+	Blocks   []llm.Block
+}
+
+// Result is how a Run ended.
+type Result struct {
+	Text       string         // the final assistant text
+	StopReason llm.StopReason // of the last model call
+	Turns      int            // model calls made in this run
+	Usage      llm.Usage      // summed over this run
+}
+
+// Agent holds one conversation. Its methods must not be called concurrently.
+type Agent struct {
+	cfg      Config
+	messages []llm.Message
+	usage    llm.Usage
+	turns    int
+}
+
+// New returns an agent with an empty conversation.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Provider == nil {
+		return nil, errors.New("agent: no model provider")
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = tool.NewRegistry()
+	}
+	if cfg.Env == nil {
+		cfg.Env = &tool.Env{}
+	}
+	if cfg.Env.Agent == "" {
+		cfg.Env.Agent = cfg.Name
+	}
+	if cfg.Env.Team == "" {
+		cfg.Env.Team = cfg.Team
+	}
+	if cfg.MaxContinuations <= 0 {
+		cfg.MaxContinuations = 5
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Agent{cfg: cfg}, nil
+}
+
+// Messages returns a copy of the conversation so far.
+func (a *Agent) Messages() []llm.Message { return append([]llm.Message(nil), a.messages...) }
+
+// SetMessages replaces the conversation (resume, compaction).
+func (a *Agent) SetMessages(msgs []llm.Message) { a.messages = append([]llm.Message(nil), msgs...) }
+
+// Usage is the total usage of every call this agent made.
+func (a *Agent) Usage() llm.Usage { return a.usage }
+
+// Turns is the number of model calls this agent made.
+func (a *Agent) Turns() int { return a.turns }
+
+// Config returns the agent's configuration.
+func (a *Agent) Config() Config { return a.cfg }
+
+func (a *Agent) emit(ev Event) {
+	if a.cfg.Observe == nil {
+		return
+	}
+	ev.Agent, ev.Team = a.cfg.Name, a.cfg.Team
+	a.cfg.Observe(ev)
+}
+
+func (a *Agent) appendMessage(m llm.Message) {
+	a.messages = append(a.messages, m)
+	if a.cfg.Record != nil {
+		a.cfg.Record(m)
+	}
+}
+
+// Run adds a user turn made of input and runs the loop until the model ends
+// its turn. An error means the run itself could not go on (model endpoint,
+// cancellation, turn limit); the conversation keeps everything up to it.
+func (a *Agent) Run(ctx context.Context, input ...llm.Block) (*Result, error) {
+	if len(input) == 0 {
+		return nil, ErrEmptyInput
+	}
+	a.appendMessage(llm.Message{Role: llm.RoleUser, Content: input})
+	res := &Result{}
+	continuations := 0
+	for {
+		if a.cfg.MaxTurns > 0 && res.Turns >= a.cfg.MaxTurns {
+			return res, fmt.Errorf("%w (%d)", ErrMaxTurns, a.cfg.MaxTurns)
+		}
+		resp, err := a.call(ctx)
+		if err != nil {
+			return res, err
+		}
+		res.Turns++
+		res.Usage.Add(resp.Usage)
+		res.StopReason = resp.StopReason
+		if len(resp.Message.Content) > 0 {
+			a.appendMessage(resp.Message)
+			msg := resp.Message
+			a.emit(Event{Type: EventMessage, Message: &msg})
+		}
+		if t := resp.Message.Text(); t != "" {
+			res.Text = t
+		}
+		uses := resp.Message.ToolUses()
+		if len(uses) == 0 {
+			if resp.StopReason == llm.StopMaxTokens && continuations < a.cfg.MaxContinuations {
+				continuations++
+				a.appendMessage(llm.Message{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock(
+					"Your reply was cut off at the output token limit. Continue exactly where you stopped.")}})
+				continue
+			}
+			if resp.StopReason == llm.StopPauseTurn {
+				a.appendMessage(llm.Message{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("Continue.")}})
+				continue
+			}
+			return res, nil
+		}
+		continuations = 0
+		blocks := a.runTools(ctx, uses)
+		if resp.StopReason == llm.StopMaxTokens {
+			blocks = append(blocks, llm.TextBlock(
+				"Your reply was cut off at the output token limit; a tool call may be incomplete. Continue."))
+		}
+		names := make([]string, len(uses))
+		for i, u := range uses {
+			names[i] = u.Name
+		}
+		for _, b := range a.cfg.Boundaries {
+			extra := b(ctx, names)
+			if len(extra) > 0 {
+				a.emit(Event{Type: EventDelivered, Blocks: extra})
+				blocks = append(blocks, extra...)
+			}
+		}
+		a.appendMessage(llm.Message{Role: llm.RoleUser, Content: blocks})
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+	}
+}
+
+// call makes one model call, streaming its events to the observer.
+func (a *Agent) call(ctx context.Context) (*llm.Response, error) {
+	req := &llm.Request{
+		Model:     a.cfg.Model,
+		System:    a.cfg.System,
+		Messages:  a.messages,
+		Tools:     a.cfg.Tools.Specs(),
+		MaxTokens: a.cfg.MaxTokens,
+		Agent:     a.cfg.Name,
+	}
+	resp, err := llm.Collect(a.cfg.Provider.Stream(ctx, req), func(ev llm.Event) {
+		switch ev.Type {
+		case llm.EventText:
+			a.emit(Event{Type: EventText, Text: ev.Text})
+		case llm.EventThinking:
+			a.emit(Event{Type: EventThinking, Text: ev.Text})
+		case llm.EventRetry:
+			a.emit(Event{Type: EventRetry, Err: ev.Err, Delay: time.Duration(ev.Delay) * time.Millisecond})
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.turns++
+	a.usage.Add(resp.Usage)
+	u := resp.Usage
+	a.emit(Event{Type: EventUsage, Usage: &u})
+	return resp, nil
+}
+
+// runTools answers every tool_use, in order. Consecutive read-only calls run
+// in parallel; any other call runs alone, after the ones before it.
+func (a *Agent) runTools(ctx context.Context, uses []llm.Block) []llm.Block {
+	results := make([]llm.Block, len(uses))
+	for i := 0; i < len(uses); {
+		j := i + 1
+		if a.readOnly(uses[i].Name) {
+			for j < len(uses) && a.readOnly(uses[j].Name) {
+				j++
+			}
+		}
+		if j-i == 1 {
+			results[i] = a.runOne(ctx, uses[i])
+		} else {
+			var wg sync.WaitGroup
+			for k := i; k < j; k++ {
+				wg.Go(func() { results[k] = a.runOne(ctx, uses[k]) })
+			}
+			wg.Wait()
+		}
+		i = j
+	}
+	return results
+}
+
+func (a *Agent) readOnly(name string) bool {
+	t, ok := a.cfg.Tools.Get(name)
+	return ok && t.ReadOnly()
+}
+
+// runOne runs one call and returns its tool_result. Nothing a tool or its
+// input does can take the agent down.
+func (a *Agent) runOne(ctx context.Context, use llm.Block) llm.Block {
+	start := a.cfg.Now()
+	t, ok := a.cfg.Tools.Get(use.Name)
+	call := &Call{ID: use.ID, Name: use.Name, Input: use.Input, ReadOnly: ok && t.ReadOnly()}
+	a.emit(Event{Type: EventToolCall, Call: call})
+	res := a.execute(ctx, t, ok, call)
+	if res.Content == "" {
+		res.Content = "(no output)"
+	}
+	a.emit(Event{Type: EventToolResult, Call: call, Result: &res, Duration: a.cfg.Now().Sub(start)})
+	return llm.ToolResultBlock(use.ID, res.Content, res.IsError)
+}
+
+func (a *Agent) execute(ctx context.Context, t tool.Tool, ok bool, call *Call) (res tool.Result) {
+	if !ok {
+		return a.cfg.Tools.UnknownError(call.Name)
+	}
+	input := call.Input
+	if len(input) == 0 {
+		input = json.RawMessage(`{}`)
+	}
+	if !json.Valid(input) {
+		return tool.Errorf("invalid arguments for %s: not valid JSON", call.Name)
+	}
+	if a.cfg.Gate != nil {
+		if d := a.cfg.Gate(ctx, *call); !d.Allow {
+			reason := d.Reason
+			if reason == "" {
+				reason = "permission denied"
+			}
+			return tool.Errorf("%s was not run: %s", call.Name, reason)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return tool.Errorf("%s was not run: %v", call.Name, err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			res = tool.Errorf("%s failed with an internal error: %v\n%s", call.Name, p, firstLines(string(debug.Stack()), 8))
+		}
+	}()
+	env := *a.cfg.Env
+	env.ToolUseID = call.ID
+	return t.Run(ctx, &env, input)
+}
+
+func firstLines(s string, n int) string {
+	count := 0
+	for i, c := range s {
+		if c == '\n' {
+			count++
+			if count == n {
+				return s[:i]
+			}
+		}
+	}
+	return s
+}
