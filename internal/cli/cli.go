@@ -43,6 +43,8 @@ type app struct {
 
 	workspace string // --workspace
 	stateDir  string // --state-dir (default <workspace>/.troupe, or $TROUPE_HOME)
+
+	run runFlags // the root command's headless-run flags
 }
 
 // Workspace returns the absolute workspace directory.
@@ -106,7 +108,7 @@ func (a *app) rootCmd() *cobra.Command {
 
 	bench := &cobra.Command{Use: "bench", Short: "Measure the runtime itself and print JSON figures"}
 	bench.AddCommand(a.benchTurnCmd(), a.benchStoreCmd())
-	root.AddCommand(bench, a.fakeAPICmd())
+	root.AddCommand(bench, a.fakeAPICmd(), a.demoCmd())
 	root.AddCommand(a.storeCmds()...)
 	return root
 }

@@ -3,13 +3,18 @@ package cli
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	fakeapiexamples "github.com/troupe-dev/troupe/examples/fakeapi"
+	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 )
 
 // TestMain lets testscript run `troupe` as a command inside scripts: the test
-// binary re-executes itself as the real CLI.
+// binary re-executes itself as the real CLI, in its own process.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"troupe": func() {
@@ -21,8 +26,7 @@ func TestMain(m *testing.M) {
 // TestScripts runs the end-to-end CLI scripts in testdata/script.
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
-		Dir:                 "testdata/script",
-		RequireExplicitExec: false,
+		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			// Never let a developer's real key or endpoint reach a test.
 			env.Setenv("ANTHROPIC_API_KEY", "")
@@ -30,5 +34,44 @@ func TestScripts(t *testing.T) {
 			env.Setenv("TROUPE_HOME", "")
 			return nil
 		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"fakeapi": cmdFakeAPI,
+		},
 	})
+}
+
+// cmdFakeAPI serves the fake Anthropic API on loopback for the rest of the
+// script and points ANTHROPIC_BASE_URL (and a dummy key) at it:
+//
+//	fakeapi [-latency D] SCRIPT-FILE | @single-agent
+func cmdFakeAPI(ts *testscript.TestScript, neg bool, args []string) {
+	if neg {
+		ts.Fatalf("unsupported: ! fakeapi")
+	}
+	var latency time.Duration
+	if len(args) == 3 && args[0] == "-latency" {
+		d, err := time.ParseDuration(args[1])
+		ts.Check(err)
+		latency, args = d, args[2:]
+	}
+	if len(args) != 1 {
+		ts.Fatalf("usage: fakeapi [-latency D] SCRIPT-FILE|@single-agent")
+	}
+	var data []byte
+	switch {
+	case args[0] == "@single-agent":
+		data = fakeapiexamples.SingleAgent
+	case strings.HasPrefix(args[0], "@"):
+		ts.Fatalf("unknown bundled script %s", args[0])
+	default:
+		data = []byte(ts.ReadFile(args[0]))
+	}
+	script, err := fakeapi.ParseScript(data)
+	ts.Check(err)
+	srv := fakeapi.New(script, fakeapi.Options{Latency: latency})
+	url, err := srv.Start("127.0.0.1:0")
+	ts.Check(err)
+	ts.Defer(func() { _ = srv.Close() })
+	ts.Setenv("ANTHROPIC_BASE_URL", url)
+	ts.Setenv("ANTHROPIC_API_KEY", "sk-fake-secret-key")
 }

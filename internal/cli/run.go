@@ -1,9 +1,278 @@
 package cli
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
 
-func (a *app) addRunFlags(root *cobra.Command) {}
+	"github.com/spf13/cobra"
 
-func (a *app) benchTurnCmd() *cobra.Command {
-	return &cobra.Command{Use: "turn", Short: "Measure the harness overhead per model turn"}
+	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/llm/anthropic"
+	"github.com/troupe-dev/troupe/internal/tool"
+)
+
+// runFlags are the flags of a headless run (`troupe -p`).
+type runFlags struct {
+	prompt       string
+	outputFormat string
+	model        string
+	maxTurns     int
+	maxRetries   int
+	verbose      bool
+}
+
+func (a *app) addRunFlags(root *cobra.Command) {
+	f := &a.run
+	root.Flags().StringVarP(&f.prompt, "print", "p", "", "run headless on this prompt and print the result")
+	root.Flags().StringVar(&f.outputFormat, "output-format", "text", "output of a headless run: text, json or stream-json")
+	root.Flags().StringVar(&f.model, "model", "", "model name (default "+anthropic.DefaultModel+")")
+	root.Flags().IntVar(&f.maxTurns, "max-turns", 0, "stop after this many model calls (0: no limit)")
+	root.Flags().IntVar(&f.maxRetries, "max-retries", 5, "retries of a failed model call (429, 529, 5xx, broken connections)")
+	root.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "show tool calls and results on stderr (text output)")
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("unknown command %q; see troupe --help", args[0])
+		}
+		if f.prompt == "" {
+			return cmd.Help()
+		}
+		return a.runHeadless(cmd)
+	}
+}
+
+// providerFromEnv returns the Anthropic provider configured by the
+// environment, or an error carrying the documented exit code.
+func (a *app) providerFromEnv(maxRetries int) (llm.Provider, string, error) {
+	key := os.Getenv("ANTHROPIC_API_KEY")
+	base := os.Getenv("ANTHROPIC_BASE_URL")
+	if maxRetries == 0 {
+		maxRetries = -1
+	}
+	p, err := anthropic.New(anthropic.Config{APIKey: key, BaseURL: base, MaxRetries: maxRetries})
+	if errors.Is(err, llm.ErrMissingKey) {
+		return nil, "", withCode(ExitNoKey, errors.New("ANTHROPIC_API_KEY is not set (export it, or try `troupe demo`, which needs no key)"))
+	}
+	if err != nil {
+		return nil, "", withCode(ExitError, err)
+	}
+	if base == "" {
+		base = "https://api.anthropic.com"
+	}
+	return p, base, nil
+}
+
+func (a *app) runHeadless(cmd *cobra.Command) error {
+	f := &a.run
+	switch f.outputFormat {
+	case "text", "json", "stream-json":
+	default:
+		return withCode(ExitUsage, fmt.Errorf("--output-format must be text, json or stream-json, not %q", f.outputFormat))
+	}
+	dir, err := a.Workspace()
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return withCode(ExitUsage, fmt.Errorf("workspace %s is not a directory", dir))
+	}
+	provider, base, err := a.providerFromEnv(f.maxRetries)
+	if err != nil {
+		return err
+	}
+	out := newRunOutput(f.outputFormat, a.stdout, a.stderr, f.verbose)
+	start := time.Now()
+	res, runErr := runLone(a.ctx, loneRun{
+		provider: provider, dir: dir, model: f.model, maxTurns: f.maxTurns, prompt: f.prompt, observe: out.observe,
+	})
+	out.finish(res, runErr, time.Since(start))
+	switch {
+	case runErr == nil:
+		return nil
+	case errors.Is(runErr, llm.ErrAuth):
+		return withCode(ExitNoKey, fmt.Errorf("the model endpoint refused the API key: %v", runErr))
+	case errors.Is(runErr, llm.ErrUnavailable):
+		return withCode(ExitEndpoint, fmt.Errorf("cannot reach the model endpoint %s: %v", base, runErr))
+	default:
+		return withCode(ExitError, runErr)
+	}
+}
+
+// loneRun is one agent run without a team.
+type loneRun struct {
+	provider llm.Provider
+	dir      string
+	model    string
+	maxTurns int
+	prompt   string
+	observe  func(agent.Event)
+}
+
+// runLone runs the lead agent alone on prompt in the workspace dir.
+func runLone(ctx context.Context, r loneRun) (*agent.Result, error) {
+	ws, err := tool.OpenWorkspace(r.dir)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	defer ws.Close()
+	jobs := tool.NewJobs()
+	defer jobs.StopAll()
+	ag, err := agent.New(agent.Config{
+		Name:       "team-lead",
+		Provider:   r.provider,
+		Model:      r.model,
+		System:     agent.Prompt{Identity: agent.Identity{Name: "team-lead"}, Workspace: ws.Dir()}.String(),
+		Tools:      tool.NewRegistry(append(tool.Builtins(), tool.JobTools()...)...),
+		Env:        &tool.Env{Workspace: ws, Agent: "team-lead", Jobs: jobs},
+		MaxTurns:   r.maxTurns,
+		Observe:    r.observe,
+		Boundaries: []agent.Boundary{jobAnnouncer(jobs)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ag.Run(ctx, llm.TextBlock(r.prompt))
+}
+
+// jobAnnouncer tells the agent, at its next tool boundary, which background
+// jobs finished since.
+func jobAnnouncer(jobs *tool.Jobs) agent.Boundary {
+	return func(_ context.Context, _ []string) []llm.Block {
+		done := jobs.TakeFinished()
+		if len(done) == 0 {
+			return nil
+		}
+		var b strings.Builder
+		for _, j := range done {
+			fmt.Fprintf(&b, "<background-job id=%q state=%q>%s finished; read its output with TaskOutput.</background-job>\n", j.ID, j.State, j.Description)
+		}
+		return []llm.Block{llm.TextBlock(strings.TrimSpace(b.String()))}
+	}
+}
+
+// runOutput writes a headless run's output in the chosen format.
+type runOutput struct {
+	format  string
+	stdout  io.Writer
+	stderr  io.Writer
+	verbose bool
+	mu      sync.Mutex
+	enc     *json.Encoder
+}
+
+func newRunOutput(format string, stdout, stderr io.Writer, verbose bool) *runOutput {
+	return &runOutput{format: format, stdout: stdout, stderr: stderr, verbose: verbose, enc: json.NewEncoder(stdout)}
+}
+
+// streamEvent is one line of --output-format stream-json.
+type streamEvent struct {
+	Type       string          `json:"type"`
+	Agent      string          `json:"agent"`
+	Team       string          `json:"team"`
+	Text       string          `json:"text,omitempty"`
+	Tool       string          `json:"tool,omitempty"`
+	ID         string          `json:"id,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Content    string          `json:"content,omitempty"`
+	IsError    bool            `json:"is_error,omitempty"`
+	DurationMS int64           `json:"duration_ms,omitempty"`
+	Usage      *llm.Usage      `json:"usage,omitempty"`
+	Message    *llm.Message    `json:"message,omitempty"`
+	Error      string          `json:"error,omitempty"`
+}
+
+func (o *runOutput) observe(ev agent.Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch o.format {
+	case "stream-json":
+		se := streamEvent{Type: string(ev.Type), Agent: ev.Agent, Team: ev.Team, Text: ev.Text, Usage: ev.Usage, Message: ev.Message}
+		if ev.Err != nil {
+			se.Error = ev.Err.Error()
+		}
+		if ev.Call != nil {
+			se.Tool, se.ID = ev.Call.Name, ev.Call.ID
+			if ev.Type == agent.EventToolCall {
+				se.Input = ev.Call.Input
+			}
+		}
+		if ev.Result != nil {
+			se.Content, se.IsError = ev.Result.Content, ev.Result.IsError
+			se.DurationMS = ev.Duration.Milliseconds()
+		}
+		if ev.Type == agent.EventText || ev.Type == agent.EventThinking {
+			// Deltas are noise for machines that get the whole message
+			// in the "message" event.
+			return
+		}
+		_ = o.enc.Encode(se)
+	default:
+		switch ev.Type {
+		case agent.EventRetry:
+			fmt.Fprintf(o.stderr, "troupe: model call failed (%v); retrying in %s\n", ev.Err, ev.Delay.Round(time.Millisecond))
+		case agent.EventToolCall:
+			if o.verbose {
+				fmt.Fprintf(o.stderr, "→ %s %s\n", ev.Call.Name, oneLine(string(ev.Call.Input), 120))
+			}
+		case agent.EventToolResult:
+			if o.verbose {
+				mark := "✓"
+				if ev.Result.IsError {
+					mark = "✗"
+				}
+				fmt.Fprintf(o.stderr, "%s %s %s\n", mark, ev.Call.Name, oneLine(ev.Result.Content, 120))
+			}
+		}
+	}
+}
+
+// runSummary is the --output-format json result, and the last line of
+// stream-json.
+type runSummary struct {
+	Type       string    `json:"type"`
+	Agent      string    `json:"agent"`
+	Team       string    `json:"team"`
+	Result     string    `json:"result"`
+	IsError    bool      `json:"is_error"`
+	Error      string    `json:"error,omitempty"`
+	StopReason string    `json:"stop_reason,omitempty"`
+	Turns      int       `json:"turns"`
+	DurationMS int64     `json:"duration_ms"`
+	Usage      llm.Usage `json:"usage"`
+}
+
+func (o *runOutput) finish(res *agent.Result, err error, d time.Duration) {
+	if res == nil {
+		res = &agent.Result{}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch o.format {
+	case "json", "stream-json":
+		s := runSummary{Type: "result", Agent: "team-lead", Result: res.Text, StopReason: string(res.StopReason),
+			Turns: res.Turns, DurationMS: d.Milliseconds(), Usage: res.Usage}
+		if err != nil {
+			s.IsError, s.Error = true, err.Error()
+		}
+		_ = o.enc.Encode(s)
+	default:
+		if res.Text != "" {
+			fmt.Fprintln(o.stdout, strings.TrimRight(res.Text, "\n"))
+		}
+	}
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }

@@ -1,0 +1,12 @@
+// Package fakeapiexamples bundles the example scripts of the fake API so that
+// troupe can play them offline (`troupe demo`) and tests can use them as
+// shipped.
+package fakeapiexamples
+
+import _ "embed"
+
+// SingleAgent is single-agent.yaml: one agent writes, edits and shows
+// hello.txt.
+//
+//go:embed single-agent.yaml
+var SingleAgent []byte

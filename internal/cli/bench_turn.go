@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/llm/anthropic"
+	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
+	"github.com/troupe-dev/troupe/internal/tool"
+)
+
+// benchTurnScript makes every call of the bench agent a bash echo.
+const benchTurnScript = `
+rules:
+  - times: 0
+    reply:
+      - text: "Turn ${call}."
+      - tool_use: {name: bash, input: {command: "echo turn ${call}"}}
+`
+
+// turnReport is the output of `troupe bench turn --json`.
+type turnReport struct {
+	Turns             int     `json:"turns"`
+	MSPerTurnP50      float64 `json:"ms_per_turn_p50"`
+	MSPerTurnP99      float64 `json:"ms_per_turn_p99"`
+	ModelMSP50        float64 `json:"model_ms_p50"`
+	ToolMSP50         float64 `json:"tool_ms_p50"`
+	HarnessMSP50      float64 `json:"harness_ms_p50"`
+	HarnessMSP99      float64 `json:"harness_ms_p99"`
+	PrefixStableRatio float64 `json:"prefix_stable_ratio,omitempty"`
+	Endpoint          string  `json:"endpoint"`
+	Tool              string  `json:"tool"`
+	GoVersion         string  `json:"go_version"`
+	CPUs              int     `json:"cpus"`
+}
+
+func (a *app) benchTurnCmd() *cobra.Command {
+	var (
+		turns   int
+		baseURL string
+		asJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "turn",
+		Short: "Measure the harness overhead per model turn (one agent, tool-calling turns)",
+		Long: `Runs one agent for --turns tool-calling turns and reports the time per turn.
+By default the model is the in-process fake API with no latency, scripted to call
+bash with echo on every turn. With --base-url the same loop runs against any
+Anthropic-compatible server whose replies are bash echo tool calls.
+
+harness_ms is a turn's time less the model call and the tool run: what troupe
+itself costs per turn.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rep, err := a.benchTurn(cmd.Context(), turns, baseURL)
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			fmt.Fprintf(a.stdout, "%d turns against %s (%s)\n", rep.Turns, rep.Endpoint, rep.Tool)
+			fmt.Fprintf(a.stdout, "per turn: p50 %.3f ms, p99 %.3f ms\n", rep.MSPerTurnP50, rep.MSPerTurnP99)
+			fmt.Fprintf(a.stdout, "of which model p50 %.3f ms, tool p50 %.3f ms, harness p50 %.3f ms (p99 %.3f ms)\n",
+				rep.ModelMSP50, rep.ToolMSP50, rep.HarnessMSP50, rep.HarnessMSP99)
+			if rep.PrefixStableRatio > 0 {
+				fmt.Fprintf(a.stdout, "prefix stable ratio: %.3f\n", rep.PrefixStableRatio)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&turns, "turns", 200, "tool-calling turns to run")
+	cmd.Flags().StringVar(&baseURL, "base-url", "", "run against this Anthropic-compatible server instead of the in-process fake")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (a *app) benchTurn(ctx context.Context, turns int, baseURL string) (*turnReport, error) {
+	if turns < 2 {
+		return nil, errors.New("--turns must be at least 2")
+	}
+	rep := &turnReport{Tool: "bash echo", GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+	var fake *fakeapi.Server
+	key := os.Getenv("ANTHROPIC_API_KEY")
+	if baseURL == "" {
+		script, err := fakeapi.ParseScript([]byte(benchTurnScript))
+		if err != nil {
+			return nil, err
+		}
+		fake = fakeapi.New(script, fakeapi.Options{})
+		if baseURL, err = fake.Start("127.0.0.1:0"); err != nil {
+			return nil, err
+		}
+		defer fake.Close()
+		key = "bench"
+		rep.Endpoint = "in-process fake API"
+	} else {
+		rep.Endpoint = baseURL
+		if key == "" {
+			key = "bench"
+		}
+	}
+	provider, err := anthropic.New(anthropic.Config{APIKey: key, BaseURL: baseURL, MaxRetries: -1})
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "troupe-bench-turn-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	ws, err := tool.OpenWorkspace(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.Close()
+
+	// Timing: a turn runs from the end of the previous round to the end of
+	// its own; the model's share ends at its usage event, the tool's share
+	// is the tool run's own duration.
+	var (
+		mu                         sync.Mutex
+		roundStart, modelEnd       time.Time
+		toolDur                    time.Duration
+		turnMS, modelMS, toolMS, h []float64
+	)
+	roundStart = time.Now()
+	boundary := func(context.Context, []string) []llm.Block {
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		turn := now.Sub(roundStart)
+		model := modelEnd.Sub(roundStart)
+		turnMS = append(turnMS, ms(turn))
+		modelMS = append(modelMS, ms(model))
+		toolMS = append(toolMS, ms(toolDur))
+		h = append(h, ms(turn-model-toolDur))
+		roundStart, toolDur = now, 0
+		return nil
+	}
+	observe := func(ev agent.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev.Type {
+		case agent.EventUsage:
+			modelEnd = time.Now()
+		case agent.EventToolResult:
+			toolDur += ev.Duration
+		}
+	}
+	ag, err := agent.New(agent.Config{
+		Name:       "team-lead",
+		Provider:   provider,
+		System:     agent.Prompt{Identity: agent.Identity{Name: "team-lead"}, Workspace: ws.Dir()}.String(),
+		Tools:      tool.NewRegistry(tool.Builtins()...),
+		Env:        &tool.Env{Workspace: ws},
+		MaxTurns:   turns,
+		Observe:    observe,
+		Boundaries: []agent.Boundary{boundary},
+	})
+	if err != nil {
+		return nil, err
+	}
+	_, err = ag.Run(ctx, llm.TextBlock("Run the benchmark: call bash with echo on every turn."))
+	if err != nil && !errors.Is(err, agent.ErrMaxTurns) {
+		return nil, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(turnMS) == 0 {
+		return nil, errors.New("the model made no tool calls; its replies must be bash tool calls")
+	}
+	rep.Turns = len(turnMS)
+	rep.MSPerTurnP50, rep.MSPerTurnP99 = percentile(turnMS, 50), percentile(turnMS, 99)
+	rep.ModelMSP50, rep.ToolMSP50 = percentile(modelMS, 50), percentile(toolMS, 50)
+	rep.HarnessMSP50, rep.HarnessMSP99 = percentile(h, 50), percentile(h, 99)
+	if fake != nil {
+		var bodies [][]byte
+		for _, r := range fake.Requests() {
+			bodies = append(bodies, r.Body)
+		}
+		rep.PrefixStableRatio = prefixStableRatio(bodies)
+	}
+	return rep, nil
+}
+
+// prefixStableRatio is, over consecutive requests, the share of each
+// request's bytes that equal the previous request's bytes from the start:
+// what a provider's prefix cache can reuse. Requests are compared in the
+// order the cache reads them (tools, system, messages) with the
+// cache_control markers left out, since they mark the prefix rather than
+// being part of it.
+func prefixStableRatio(bodies [][]byte) float64 {
+	var same, total int
+	for i := 1; i < len(bodies); i++ {
+		prev, cur := cacheOrder(bodies[i-1]), cacheOrder(bodies[i])
+		n := 0
+		for n < len(prev) && n < len(cur) && prev[n] == cur[n] {
+			n++
+		}
+		same += n
+		total += len(cur)
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(same) / float64(total)
+}
+
+// cacheOrder re-serialises a Messages API request body as tools, system and
+// messages, without cache_control.
+func cacheOrder(body []byte) []byte {
+	var req map[string]any
+	if json.Unmarshal(body, &req) != nil {
+		return body
+	}
+	var out []byte
+	for _, k := range []string{"tools", "system", "messages"} {
+		b, _ := json.Marshal(stripCacheControl(req[k]))
+		out = append(out, b...)
+	}
+	return out
+}
+
+func stripCacheControl(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		delete(t, "cache_control")
+		for k, x := range t {
+			t[k] = stripCacheControl(x)
+		}
+	case []any:
+		for i, x := range t {
+			t[i] = stripCacheControl(x)
+		}
+	}
+	return v
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// percentile returns the p-th percentile (nearest rank) of xs.
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.5) - 1
+	i = max(0, min(i, len(s)-1))
+	return float64(int(s[i]*1000+0.5)) / 1000
+}
