@@ -1,0 +1,198 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestNormalizeName(t *testing.T) {
+	tests := []struct {
+		in, want string
+		err      error
+	}{
+		{"alice", "alice", nil},
+		{"Alice", "alice", nil},
+		{"lead", LeadName, nil},
+		{"LEAD", LeadName, nil},
+		{"team-lead", LeadName, nil},
+		{"human", HumanName, nil},
+		{"a.b_c-9", "a.b_c-9", nil},
+		{strings.Repeat("a", 40), strings.Repeat("a", 40), nil},
+		{strings.Repeat("a", 41), "", ErrInvalidName},
+		{"", "", ErrInvalidName},
+		{"-x", "", ErrInvalidName},
+		{"../etc", "", ErrInvalidName},
+		{"a b", "", ErrInvalidName},
+		{"a/b", "", ErrInvalidName},
+	}
+	for _, tt := range tests {
+		got, err := NormalizeName(tt.in)
+		if got != tt.want || !errors.Is(err, tt.err) {
+			t.Errorf("NormalizeName(%q) = %q, %v; want %q, %v", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+	for _, reserved := range []string{"human", "lead", "Lead"} {
+		if _, err := NormalizeMemberName(reserved); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("NormalizeMemberName(%q) = %v, want ErrInvalidName", reserved, err)
+		}
+	}
+}
+
+func TestResolve(t *testing.T) {
+	r := &Roster{Name: "t", Members: []Member{{Name: "alice"}, {Name: "bob"}}}
+	if got, err := ResolveRecipient(r, "Lead"); err != nil || got != LeadName {
+		t.Errorf("lead: %q %v", got, err)
+	}
+	_, err := ResolveRecipient(r, "carol")
+	if !errors.Is(err, ErrUnknownMember) || !strings.Contains(err.Error(), "team-lead, alice, bob") {
+		t.Errorf("unknown recipient: %v", err)
+	}
+	if _, err := ResolveRecipient(r, "human"); !errors.Is(err, ErrUnknownMember) {
+		t.Errorf("human has no inbox: %v", err)
+	}
+	if got, err := ResolveSender(r, "human"); err != nil || got != HumanName {
+		t.Errorf("human sender: %q %v", got, err)
+	}
+	if _, err := ResolveSender(r, "carol"); !errors.Is(err, ErrUnknownMember) {
+		t.Errorf("unknown sender: %v", err)
+	}
+}
+
+func TestNewIDOrderedAndUnique(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seen := map[string]bool{}
+	prev := ""
+	for i := range 1000 {
+		id := NewID(base.Add(time.Duration(i)))
+		if len(id) != 32 || seen[id] || id <= prev {
+			t.Fatalf("id %d = %q (prev %q)", i, id, prev)
+		}
+		seen[id], prev = true, id
+	}
+}
+
+func TestEventJSON(t *testing.T) {
+	e := Event{TS: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Type: "claim", Team: "t", Agent: "alice",
+		Fields: map[string]any{"task_id": "3"}}
+	b, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"agent":"alice","task_id":"3","team":"t","ts":"2026-01-02T03:04:05.000000006Z","type":"claim"}`
+	if string(b) != want {
+		t.Errorf("event JSON\n got %s\nwant %s", b, want)
+	}
+	var back Event
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(e, back); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseMessageLine(t *testing.T) {
+	ok := `{"id":"1","type":"shutdown_request","from":"team-lead","to":"alice","content":"stop","timestamp":"2026-01-01T00:00:00.5Z","request_id":"r1"}`
+	m, err := ParseMessageLine([]byte(ok + "\n"))
+	if err != nil || m.RequestID != "r1" || m.Timestamp.Nanosecond() != 5e8 {
+		t.Fatalf("ParseMessageLine = %+v, %v", m, err)
+	}
+	for _, bad := range []string{
+		``, `{}`, `[1]`, `{"id":"1"`,
+		`{"id":"1","type":"gossip","from":"a","to":"b","timestamp":"2026-01-01T00:00:00Z"}`,
+		`{"id":"","type":"message","from":"a","to":"b","timestamp":"2026-01-01T00:00:00Z"}`,
+		`{"id":"1","type":"message","from":"a","to":"b"}`,
+	} {
+		if _, err := ParseMessageLine([]byte(bad)); !errors.Is(err, ErrInvalidMessage) {
+			t.Errorf("ParseMessageLine(%q) = %v, want ErrInvalidMessage", bad, err)
+		}
+	}
+}
+
+func TestParseTask(t *testing.T) {
+	for _, bad := range []string{
+		`{"id":"0","subject":"s","status":"pending"}`,
+		`{"id":"01","subject":"s","status":"pending"}`,
+		`{"id":"1","subject":"","status":"pending"}`,
+		`{"id":"1","subject":"s","status":"done"}`,
+		`{"id":"1","subject":"s","status":"pending","blocked_by":["x"]}`,
+		`{"id":"1","subject":"s","status":"pending","blocks":["1"]}`,
+		`not json`,
+	} {
+		if _, err := ParseTask([]byte(bad)); err == nil {
+			t.Errorf("ParseTask(%s) accepted", bad)
+		}
+	}
+	tk, err := ParseTask([]byte(`{"id":"12","subject":"s","status":"pending"}`))
+	if err != nil || tk.BlockedBy == nil || tk.Metadata == nil {
+		t.Errorf("ParseTask = %+v, %v", tk, err)
+	}
+}
+
+// FuzzParseMessageLine: any bytes either fail cleanly or parse to a message
+// that survives a write and a read unchanged.
+func FuzzParseMessageLine(f *testing.F) {
+	f.Add([]byte(`{"id":"1","type":"message","from":"human","to":"alice","content":"hi","timestamp":"2026-01-01T00:00:00.123456789Z"}` + "\n"))
+	f.Add([]byte(`{"id":"2","type":"plan_approval_response","from":"team-lead","to":"a","content":"","timestamp":"2026-01-01T00:00:00Z","approve":false,"feedback":"no","tool_input":{"x":[1,2]}}`))
+	f.Add([]byte(`{"id":"3","type":"message","from":"a","to":"b","content":"\u2028\n\"","timestamp":"2026-01-01T00:00:00+02:00"}`))
+	f.Add([]byte(`{"id":`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseMessageLine(data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidMessage) {
+				t.Fatalf("error not ErrInvalidMessage: %v", err)
+			}
+			return
+		}
+		line, err := MarshalMessageLine(&m)
+		if err != nil {
+			t.Fatalf("marshal parsed message: %v", err)
+		}
+		if bytes.Count(line, []byte("\n")) != 1 || line[len(line)-1] != '\n' {
+			t.Fatalf("marshalled line is not one line: %q", line)
+		}
+		back, err := ParseMessageLine(line)
+		if err != nil {
+			t.Fatalf("re-parse %q: %v", line, err)
+		}
+		again, _ := MarshalMessageLine(&back)
+		if !bytes.Equal(line, again) {
+			t.Fatalf("not stable:\n%s\n%s", line, again)
+		}
+	})
+}
+
+// FuzzParseTask: any bytes either fail cleanly or parse to a valid task that
+// survives a write and a read unchanged.
+func FuzzParseTask(f *testing.F) {
+	f.Add([]byte(`{"id":"1","subject":"s","description":"d","active_form":"doing","status":"pending","owner":"","blocked_by":["2"],"blocks":[],"metadata":{"k":[1,{"a":null}]},"created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z"}`))
+	f.Add([]byte(`{"id":"10","subject":"x","status":"completed"}`))
+	f.Add([]byte(`{"id":"1","subject":"x","status":"pending","blocks":["1"]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tk, err := ParseTask(data)
+		if err != nil {
+			return
+		}
+		if err := ValidateTask(&tk); err != nil {
+			t.Fatalf("parsed task is invalid: %v", err)
+		}
+		out, err := MarshalTask(&tk)
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		back, err := ParseTask(out)
+		if err != nil {
+			t.Fatalf("re-parse %s: %v", out, err)
+		}
+		again, _ := MarshalTask(&back)
+		if !bytes.Equal(out, again) {
+			t.Fatalf("not stable:\n%s\n%s", out, again)
+		}
+	})
+}
