@@ -1,6 +1,7 @@
 package fakeapi
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -14,14 +15,14 @@ import (
 // The wire shapes of a reply, as the Messages API sends them.
 type (
 	wireMessage struct {
-		ID           string          `json:"id"`
-		Type         string          `json:"type"`
-		Role         string          `json:"role"`
-		Model        string          `json:"model"`
-		Content      []wireBlock     `json:"content"`
-		StopReason   *string         `json:"stop_reason"`
-		StopSequence *string         `json:"stop_sequence"`
-		Usage        wireUsage       `json:"usage"`
+		ID           string      `json:"id"`
+		Type         string      `json:"type"`
+		Role         string      `json:"role"`
+		Model        string      `json:"model"`
+		Content      []wireBlock `json:"content"`
+		StopReason   *string     `json:"stop_reason"`
+		StopSequence *string     `json:"stop_sequence"`
+		Usage        wireUsage   `json:"usage"`
 	}
 	wireUsage struct {
 		InputTokens              int `json:"input_tokens"`
@@ -54,12 +55,12 @@ type (
 func (b wireBlock) MarshalJSON() ([]byte, error) {
 	switch b.Type {
 	case "text":
-		return json.Marshal(struct {
+		return marshal(struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		}{b.Type, b.Text})
 	case "thinking":
-		return json.Marshal(struct {
+		return marshal(struct {
 			Type      string `json:"type"`
 			Thinking  string `json:"thinking"`
 			Signature string `json:"signature"`
@@ -69,7 +70,7 @@ func (b wireBlock) MarshalJSON() ([]byte, error) {
 		if len(input) == 0 {
 			input = json.RawMessage(`{}`)
 		}
-		return json.Marshal(struct {
+		return marshal(struct {
 			Type  string          `json:"type"`
 			ID    string          `json:"id"`
 			Name  string          `json:"name"`
@@ -77,6 +78,17 @@ func (b wireBlock) MarshalJSON() ([]byte, error) {
 		}{b.Type, b.ID, b.Name, input})
 	}
 	return nil, fmt.Errorf("fakeapi: unknown block type %q", b.Type)
+}
+
+// marshal encodes v as the API does: <, > and & stay literal.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // vars are the values of ${...} substitutions for one call.
@@ -164,7 +176,7 @@ func buildMessage(r *rule, vs vars, model string, n, requestBytes int) (wireMess
 			wb = wireBlock{Type: "thinking", Thinking: vs.expand(*b.thinking), Signature: signature(n, i)}
 			outBytes += len(wb.Thinking)
 		case b.toolUse != nil:
-			input, err := json.Marshal(vs.expandAny(b.toolUse.Input))
+			input, err := marshal(vs.expandAny(b.toolUse.Input))
 			if err != nil {
 				return msg, fmt.Errorf("tool_use input: %w", err)
 			}
@@ -207,7 +219,7 @@ func (s *sse) event(typ string, data any) {
 	if s.err != nil {
 		return
 	}
-	b, err := json.Marshal(data)
+	b, err := marshal(data)
 	if err != nil {
 		s.err = err
 		return

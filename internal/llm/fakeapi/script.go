@@ -367,12 +367,14 @@ func decodeStrict(node *yaml.Node, v any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-		return errors.New(yamlMessage(err))
+		// Lines of the re-encoded text mean nothing to the script's author.
+		return errors.New(yamlLineRE.ReplaceAllString(yamlMessage(err), ""))
 	}
 	return nil
 }
 
 var (
+	yamlLineRE    = regexp.MustCompile(`line \d+: `)
 	yamlUnknownRE = regexp.MustCompile(`field (\S+) not found in type \S+`)
 	yamlTypeRE    = regexp.MustCompile(`(?:fakeapi\.|\*)(\w+Spec|Fault|FaultKind)`)
 )

@@ -268,20 +268,20 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		s.stream(w, c, msg, cut)
 		return
 	}
-	data, err := json.Marshal(msg)
+	data, err := marshal(msg)
 	if err != nil {
 		s.fail(w, c, http.StatusInternalServerError, "api_error", "fakeapi: "+err.Error())
 		return
 	}
+	c.rec.Status = http.StatusOK
+	s.store(c)
 	if cut {
-		c.rec.Status = http.StatusOK
 		s.cutPlain(w, c, data)
 		return
 	}
 	w.Header().Set("content-type", "application/json")
 	w.Header().Set("content-length", strconv.Itoa(len(data)))
 	w.WriteHeader(http.StatusOK)
-	c.rec.Status = http.StatusOK
 	_, _ = w.Write(data)
 }
 
@@ -355,10 +355,15 @@ func (s *Server) wait(r *http.Request, c *call, extra time.Duration) bool {
 	return false
 }
 
-// fail answers an error in the API's shape after the call's latency.
+// fail answers an error in the API's shape.
 func (s *Server) fail(w http.ResponseWriter, c *call, status int, typ, msg string) {
+	s.failWith(w, c, status, typ, msg, nil)
+}
+
+func (s *Server) failWith(w http.ResponseWriter, c *call, status int, typ, msg string, hdr map[string]string) {
 	c.rec.Status = status
-	writeError(w, status, typ, msg, c.id, nil)
+	s.store(c)
+	writeError(w, status, typ, msg, c.id, hdr)
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg, id string, hdr map[string]string) {
@@ -367,7 +372,7 @@ func writeError(w http.ResponseWriter, status int, typ, msg, id string, hdr map[
 	e.Error.Type = typ
 	e.Error.Message = msg
 	e.RequestID = id
-	data, _ := json.Marshal(e)
+	data, _ := marshal(e)
 	h := w.Header()
 	for k, v := range hdr {
 		h.Set(k, v)
@@ -388,6 +393,7 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request, c *call, f Fault)
 	msg := f.Message
 	switch f.Kind {
 	case FaultDrop:
+		s.store(c)
 		s.hangUp(w)
 	case FaultRateLimit:
 		if msg == "" {
@@ -397,8 +403,7 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request, c *call, f Fault)
 		if after == 0 {
 			after = 1
 		}
-		c.rec.Status = http.StatusTooManyRequests
-		writeError(w, c.rec.Status, "rate_limit_error", msg, c.id,
+		s.failWith(w, c, http.StatusTooManyRequests, "rate_limit_error", msg,
 			map[string]string{"retry-after": strconv.FormatFloat(after, 'f', -1, 64)})
 	case FaultOverloaded:
 		if msg == "" {
@@ -419,8 +424,9 @@ func (s *Server) stream(w http.ResponseWriter, c *call, msg wireMessage, cut boo
 	h := w.Header()
 	h.Set("content-type", "text/event-stream; charset=utf-8")
 	h.Set("cache-control", "no-cache")
-	w.WriteHeader(http.StatusOK)
 	c.rec.Status = http.StatusOK
+	s.store(c)
+	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	out := &sse{w: w, flush: func() { _ = rc.Flush() }}
 	if !out.stream(msg, cut) {
@@ -454,7 +460,16 @@ func (s *Server) hangUp(w http.ResponseWriter) {
 	_ = conn.Close()
 }
 
-// finish stores the call's record, logs it and tells the test seam.
+// store makes the call's record what Requests shows. It runs before the
+// last byte of an answer leaves, so a client that has its answer finds the
+// call recorded.
+func (s *Server) store(c *call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recs[c.rec.N-1] = c.rec
+}
+
+// finish stores the call's final record, logs it and tells the test seam.
 func (s *Server) finish(c *call) {
 	s.mu.Lock()
 	s.recs[c.rec.N-1] = c.rec
