@@ -213,7 +213,9 @@ func TestEscapedHolderDoesNotHang(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/setsid"); err != nil {
 		t.Skip("no setsid")
 	}
-	got, err := Run(t.Context(), Options{Command: `setsid sleep 1000 & echo $!; echo x`})
+	// The loop waits until the escaped process runs, so that the group
+	// kill cannot take it before it left.
+	got, err := Run(t.Context(), Options{Dir: t.TempDir(), Command: `setsid sh -c 'echo $$ > pid; exec sleep 1000' & while [ ! -s pid ]; do sleep 0.01; done; cat pid; echo x`})
 	if err != nil {
 		t.Fatal(err)
 	}

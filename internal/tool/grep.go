@@ -166,7 +166,7 @@ func (s *grepSearch) file(rel string, explicit bool) error {
 		return err
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%q is not a regular file", rel)
+		return namedErrorf("%q is not a regular file", rel)
 	}
 	if fi.Size() > grepMaxFile {
 		s.skipped++
@@ -178,7 +178,7 @@ func (s *grepSearch) file(rel string, explicit bool) error {
 	}
 	if isBinary(data) {
 		if explicit {
-			return fmt.Errorf("%q is a binary file", rel)
+			return namedErrorf("%q is a binary file", rel)
 		}
 		s.binaries++
 		return nil

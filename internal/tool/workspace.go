@@ -107,8 +107,9 @@ func (w *Workspace) Explain(path string, err error) error {
 	if err == nil {
 		return nil
 	}
+	var named *namedError
 	switch {
-	case errors.Is(err, ErrOutsideWorkspace), errors.Is(err, ErrBadPath):
+	case errors.Is(err, ErrOutsideWorkspace), errors.Is(err, ErrBadPath), errors.As(err, &named):
 		return err
 	case isEscape(err):
 		return fmt.Errorf("path %q is %w %s (through a symbolic link)", path, ErrOutsideWorkspace, w.dir)
@@ -139,4 +140,14 @@ func isEscape(err error) bool {
 		}
 	}
 	return false
+}
+
+// namedError is an error whose message already names the path; Explain
+// leaves it as it is.
+type namedError struct{ msg string }
+
+func (e *namedError) Error() string { return e.msg }
+
+func namedErrorf(format string, args ...any) error {
+	return &namedError{fmt.Sprintf(format, args...)}
 }

@@ -73,9 +73,9 @@ func (w *Workspace) writeFile(rel string, data []byte) (created bool, err error)
 	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
 		return w.writeThrough(rel, data)
 	case err == nil && fi.IsDir():
-		return false, fmt.Errorf("%q is a directory", rel)
+		return false, namedErrorf("%q is a directory", rel)
 	case err == nil && !fi.Mode().IsRegular():
-		return false, fmt.Errorf("%q is not a regular file (%v)", rel, fi.Mode().Type())
+		return false, namedErrorf("%q is not a regular file (%v)", rel, fi.Mode().Type())
 	case err == nil:
 		mode = fi.Mode().Perm()
 	case errors.Is(err, fs.ErrNotExist):
