@@ -59,6 +59,7 @@ var escapeCases = []escapeCase{
 	{name: "workspace then dotdot", path: "{ws}/../out/etc/passwd", msg: outsideMsg},
 	{name: "proc self root", path: "/proc/self/root{out}/etc/passwd", msg: outsideMsg},
 	{name: "symlink to outside dir", path: "etc/passwd", setup: symlink("{out}/etc", "etc"), msg: outsideMsg},
+	{name: "symlink to /etc", path: "sysetc/passwd", setup: symlink("/etc", "sysetc"), readOnly: true, msg: outsideMsg},
 	{name: "symlink to /", path: "root{out}/etc/passwd", setup: symlink("/", "root"), msg: outsideMsg},
 	{name: "symlink to ../..", path: "deep/up/out/etc/passwd", setup: symlink("../..", "deep/up"), msg: outsideMsg},
 	{name: "relative symlink to outside file", path: "rel", setup: symlink("../out/etc/passwd", "rel"), msg: outsideMsg},
