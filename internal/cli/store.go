@@ -1,12 +1,334 @@
 package cli
 
-import "github.com/spf13/cobra"
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/store/file"
+)
 
 // storeCmds returns the commands that read and write a team's durable state
-// (tasks, inbox, send, team). Owned by the store work (issue 3).
-func (a *app) storeCmds() []*cobra.Command { return nil }
+// (tasks, inbox, send, team).
+func (a *app) storeCmds() []*cobra.Command {
+	team := &cobra.Command{Use: "team", Short: "List teams and show one team's roster, tasks and inbox depths"}
+	team.AddCommand(a.teamListCmd(), a.teamStatusCmd())
+	return []*cobra.Command{a.tasksCmd(), a.inboxCmd(), a.sendCmd(), team}
+}
 
-// benchStoreCmd is `troupe bench store`.
-func (a *app) benchStoreCmd() *cobra.Command {
-	return &cobra.Command{Use: "store", Short: "Measure the file store (not built yet)"}
+// openStore opens the file store. Commands that only read call it with
+// mustExist, so that looking at an empty workspace leaves no .troupe behind.
+func (a *app) openStore(mustExist bool) (*file.Store, error) {
+	dir, err := a.StateDir()
+	if err != nil {
+		return nil, withCode(ExitError, err)
+	}
+	if mustExist {
+		if _, err := os.Stat(filepath.Join(dir, "teams")); errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+	}
+	s, err := file.Open(dir, file.Options{})
+	if err != nil {
+		return nil, withCode(ExitError, err)
+	}
+	return s, nil
+}
+
+// openTeam opens team name of the store, or fails with a clear error.
+func (a *app) openTeam(name string) (*file.Store, *file.Team, error) {
+	s, err := a.openStore(true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s == nil {
+		dir, _ := a.StateDir()
+		return nil, nil, withCode(ExitError, fmt.Errorf("team %s: %w (no teams in %s)", name, store.ErrTeamNotFound, dir))
+	}
+	t, err := s.OpenTeam(name)
+	if err != nil {
+		s.Close()
+		return nil, nil, withCode(ExitError, err)
+	}
+	return s, t, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func table(w io.Writer, header string, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+// cell shortens s to one line of at most n runes for a table cell.
+func cell(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (a *app) tasksCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "tasks TEAM",
+		Short: "Show a team's task board: id, status, owner, subject, blocked by",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, t, err := a.openTeam(args[0])
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			list, err := t.Tasks().List(cmd.Context())
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			if asJSON {
+				if list == nil {
+					list = []store.Task{}
+				}
+				return writeJSON(a.stdout, list)
+			}
+			if len(list) == 0 {
+				fmt.Fprintf(a.stdout, "No tasks in team %s.\n", t.Name())
+				return nil
+			}
+			var rows [][]string
+			for _, tk := range list {
+				rows = append(rows, []string{tk.ID, tk.Status, orDash(tk.Owner), cell(tk.Subject, 60), orDash(strings.Join(tk.BlockedBy, ","))})
+			}
+			return table(a.stdout, "ID\tSTATUS\tOWNER\tSUBJECT\tBLOCKED BY", rows)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (a *app) inboxCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "inbox TEAM NAME",
+		Short: "Read a member's inbox without consuming it (the lead is team-lead)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, t, err := a.openTeam(args[0])
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			msgs, err := t.Mailbox().Peek(cmd.Context(), args[1])
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			if asJSON {
+				return writeJSON(a.stdout, msgs)
+			}
+			if len(msgs) == 0 {
+				fmt.Fprintf(a.stdout, "No unread messages for %s.\n", args[1])
+				return nil
+			}
+			var rows [][]string
+			for _, m := range msgs {
+				text := m.Content
+				if m.Summary != "" {
+					text = m.Summary + ": " + text
+				}
+				rows = append(rows, []string{m.Timestamp.Local().Format(time.DateTime), m.From, m.Type, cell(text, 80)})
+			}
+			return table(a.stdout, "TIME\tFROM\tTYPE\tMESSAGE", rows)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (a *app) sendCmd() *cobra.Command {
+	var (
+		asJSON  bool
+		summary string
+	)
+	cmd := &cobra.Command{
+		Use:   "send TEAM NAME TEXT",
+		Short: `Send a message from "human" to a member (the lead is team-lead)`,
+		Args:  cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, t, err := a.openTeam(args[0])
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			m, err := t.Mailbox().Send(cmd.Context(), store.Message{
+				Type: store.TypeMessage, From: store.HumanName, To: args[1], Content: args[2], Summary: summary,
+			})
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			if err := t.Journal().Append(cmd.Context(), store.Event{Type: "send", Agent: store.HumanName,
+				Fields: map[string]any{"to": m.To, "id": m.ID, "message_type": m.Type}}); err != nil {
+				fmt.Fprintf(a.stderr, "troupe: warning: journal: %v\n", err)
+			}
+			if asJSON {
+				return writeJSON(a.stdout, m)
+			}
+			fmt.Fprintf(a.stdout, "Sent %s to %s.\n", m.ID, m.To)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&summary, "summary", "", "a short summary shown with the message")
+	return cmd
+}
+
+// teamSummary is one row of `troupe team list --json`.
+type teamSummary struct {
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Pattern     string    `json:"pattern"`
+	Lead        string    `json:"lead"`
+	Members     int       `json:"members"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+func (a *app) teamListCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the teams of this workspace",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := a.openStore(true)
+			if err != nil {
+				return err
+			}
+			var rosters []store.Roster
+			if s != nil {
+				defer s.Close()
+				if rosters, err = s.ListTeams(cmd.Context()); err != nil {
+					return withCode(ExitError, err)
+				}
+			}
+			out := []teamSummary{}
+			for _, r := range rosters {
+				out = append(out, teamSummary{Name: r.Name, Description: r.Description, Pattern: r.Pattern,
+					Lead: r.Lead, Members: len(r.Members), CreatedAt: r.CreatedAt})
+			}
+			if asJSON {
+				return writeJSON(a.stdout, out)
+			}
+			if len(out) == 0 {
+				fmt.Fprintln(a.stdout, "No teams.")
+				return nil
+			}
+			var rows [][]string
+			for _, t := range out {
+				rows = append(rows, []string{t.Name, fmt.Sprint(t.Members), orDash(t.Pattern), t.CreatedAt.Local().Format(time.DateTime), cell(t.Description, 60)})
+			}
+			return table(a.stdout, "NAME\tMEMBERS\tPATTERN\tCREATED\tDESCRIPTION", rows)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// teamStatus is `troupe team status --json`.
+type teamStatus struct {
+	store.Roster
+	Tasks  map[string]int    `json:"tasks"`  // count by status
+	Inbox  map[string]int    `json:"inbox"`  // unread messages by member
+	Health map[string]string `json:"health"` // member -> status, or "dead" if its heartbeat is stale
+}
+
+// staleHeartbeat is how old a working or idle member's heartbeat may be
+// before status reports it dead.
+const staleHeartbeat = 30 * time.Second
+
+func (a *app) teamStatusCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status TEAM",
+		Short: "Show one team's roster, task counts and inbox depths",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			s, t, err := a.openTeam(args[0])
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			r, err := t.ReadRoster(ctx)
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			list, err := t.Tasks().List(ctx)
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			st := teamStatus{Roster: r, Tasks: map[string]int{}, Inbox: map[string]int{}, Health: map[string]string{}}
+			for _, tk := range list {
+				st.Tasks[tk.Status]++
+			}
+			for _, name := range r.Recipients() {
+				msgs, err := t.Mailbox().Peek(ctx, name)
+				if err != nil {
+					return withCode(ExitError, err)
+				}
+				st.Inbox[name] = len(msgs)
+			}
+			now := time.Now()
+			for _, m := range r.Members {
+				h := m.Status
+				if m.Status != store.StatusShutdown && !m.HeartbeatAt.IsZero() && now.Sub(m.HeartbeatAt) > staleHeartbeat {
+					h = "dead"
+				}
+				st.Health[m.Name] = orDash(h)
+			}
+			if asJSON {
+				return writeJSON(a.stdout, st)
+			}
+			fmt.Fprintf(a.stdout, "Team %s", r.Name)
+			if r.Description != "" {
+				fmt.Fprintf(a.stdout, ": %s", cell(r.Description, 80))
+			}
+			fmt.Fprintf(a.stdout, "\nPattern %s, created %s\n", orDash(r.Pattern), r.CreatedAt.Local().Format(time.DateTime))
+			fmt.Fprintf(a.stdout, "Tasks: %d pending, %d in progress, %d completed\n\n",
+				st.Tasks[store.TaskPending], st.Tasks[store.TaskInProgress], st.Tasks[store.TaskCompleted])
+			rows := [][]string{{store.LeadName, "lead", "-", "-", fmt.Sprint(st.Inbox[store.LeadName])}}
+			for _, m := range r.Members {
+				if m.Name == store.LeadName {
+					continue
+				}
+				rows = append(rows, []string{m.Name, orDash(m.Role), st.Health[m.Name], orDash(m.Model), fmt.Sprint(st.Inbox[m.Name])})
+			}
+			return table(a.stdout, "NAME\tROLE\tSTATUS\tMODEL\tUNREAD", rows)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
 }
