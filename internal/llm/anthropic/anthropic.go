@@ -15,7 +15,6 @@ import (
 	"iter"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/llm/retry"
 )
 
 // DefaultModel is used when neither the caller nor the settings name one.
@@ -87,7 +87,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Jitter = rand.Float64
 	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = sleep
+		cfg.Sleep = retry.Sleep
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{}
@@ -149,19 +149,9 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.E
 	}
 }
 
-// backoff is the wait before retry number attempt: the server's retry-after
-// when it gave one, else base*2^(attempt-1) capped at MaxBackoff, with jitter
-// taking it down to as little as half.
+// backoff is the wait before retry number attempt (see retry.Backoff).
 func (p *Provider) backoff(attempt int, retryAfter time.Duration) time.Duration {
-	if retryAfter > 0 {
-		return min(retryAfter, p.cfg.MaxRetryAfter)
-	}
-	d := p.cfg.BaseBackoff << min(attempt-1, 20)
-	if d <= 0 || d > p.cfg.MaxBackoff {
-		d = p.cfg.MaxBackoff
-	}
-	half := d / 2
-	return half + time.Duration(p.cfg.Jitter()*float64(d-half))
+	return retry.Backoff{Base: p.cfg.BaseBackoff, Max: p.cfg.MaxBackoff, MaxRetryAfter: p.cfg.MaxRetryAfter, Jitter: p.cfg.Jitter}.Delay(attempt, retryAfter)
 }
 
 // attempt makes one streamed call. stopped reports that the consumer quit.
@@ -257,7 +247,7 @@ func classify(err error) *APIError {
 		ae := &APIError{Status: se.StatusCode, Type: string(se.Type()), RequestID: se.RequestID}
 		ae.Message = apiMessage(se.RawJSON())
 		if se.Response != nil {
-			ae.retryAfter = retryAfter(se.Response.Header)
+			ae.retryAfter = retry.After(se.Response.Header)
 		}
 		status := se.StatusCode
 		if status < 400 {
@@ -320,39 +310,6 @@ func apiMessage(raw string) string {
 		raw = raw[:200] + "…"
 	}
 	return strings.TrimSpace(raw)
-}
-
-// retryAfter reads retry-after-ms or retry-after (seconds or an HTTP date).
-func retryAfter(h http.Header) time.Duration {
-	if v := h.Get("retry-after-ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := h.Get("retry-after")
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
-		return time.Duration(s * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := time.Until(t); d > 0 {
-			return d
-		}
-	}
-	return 0
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // buildParams translates a request, marking the cache breakpoints: the last
