@@ -179,7 +179,11 @@ func schemaOf[T any]() json.RawMessage {
 	props := map[string]any{}
 	required := []string{}
 	for _, f := range argFields(t) {
-		p := map[string]any{"type": schemaType(t.Field(f.index).Type)}
+		ft := t.Field(f.index).Type
+		p := map[string]any{"type": schemaType(ft)}
+		if ft.Kind() == reflect.Slice || ft.Kind() == reflect.Array {
+			p["items"] = map[string]any{"type": schemaType(ft.Elem())}
+		}
 		if f.desc != "" {
 			p["description"] = f.desc
 		}
