@@ -1,8 +1,79 @@
 package cli
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
 
-// fakeAPICmd is `troupe fake-api`.
+	"github.com/spf13/cobra"
+
+	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
+)
+
+// fakeAPICmd is `troupe fake-api`: the scripted fake Anthropic API served
+// until the command's context ends or SIGINT/SIGTERM arrives.
 func (a *app) fakeAPICmd() *cobra.Command {
-	return &cobra.Command{Use: "fake-api", Short: "Serve the scripted fake Anthropic API (not built yet)"}
+	var (
+		script  string
+		addr    string
+		latency time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "fake-api --script FILE",
+		Short: "Serve the scripted fake Anthropic API on loopback (tests, demos)",
+		Long: `Serve the scripted fake of the Anthropic Messages API (docs/fakeapi.md).
+
+The first line of standard output is the base URL to give a client, for
+example ANTHROPIC_BASE_URL=http://127.0.0.1:PORT. Each request is logged on
+standard error. The server runs until interrupted (SIGINT or SIGTERM).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if latency < 0 {
+				return fmt.Errorf("--latency must not be negative, got %v", latency)
+			}
+			s, err := fakeapi.LoadScript(script)
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			return a.serveFakeAPI(cmd.Context(), s, addr, latency)
+		},
+	}
+	cmd.Flags().StringVar(&script, "script", "", "script file, YAML or JSON (required)")
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "address to listen on (port 0 picks a free port)")
+	cmd.Flags().DurationVar(&latency, "latency", 0, "delay before every answer, on top of each rule's own")
+	_ = cmd.MarkFlagRequired("script")
+	return cmd
+}
+
+func (a *app) serveFakeAPI(ctx context.Context, s *fakeapi.Script, addr string, latency time.Duration) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var logMu sync.Mutex // requests are answered, and logged, concurrently
+	srv := fakeapi.New(s, fakeapi.Options{
+		Latency: latency,
+		Logf: func(format string, args ...any) {
+			logMu.Lock()
+			defer logMu.Unlock()
+			fmt.Fprintf(a.stderr, format+"\n", args...)
+		},
+	})
+	url, err := srv.Start(addr)
+	if err != nil {
+		return withCode(ExitError, errors.Join(err, srv.Close()))
+	}
+	fmt.Fprintln(a.stdout, url)
+	<-ctx.Done()
+	if err := srv.Close(); err != nil {
+		return withCode(ExitError, fmt.Errorf("fake-api: close: %w", err))
+	}
+	return nil
 }
