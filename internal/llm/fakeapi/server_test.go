@@ -47,7 +47,7 @@ func TestTextNonStreaming(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("message (-want +got):\n%s", diff)
 	}
-	if !msg.JSON.StopSequence.Valid() && msg.JSON.StopSequence.Raw() != "null" {
+	if !strings.Contains(msg.RawJSON(), `"stop_sequence":null`) {
 		t.Errorf("stop_sequence missing from the wire: %s", msg.RawJSON())
 	}
 }
@@ -522,5 +522,25 @@ func TestAuthorizationBearer(t *testing.T) {
 	c := sdk(t, srv, option.WithAPIKey(""), option.WithAuthToken("tok"))
 	if _, err := c.Messages.New(t.Context(), params("", "hi")); err != nil {
 		t.Fatalf("bearer token refused: %v", err)
+	}
+}
+
+func TestStreamLongUnicode(t *testing.T) {
+	text := strings.Repeat("héllo wörld — 日本語のテキスト <b>&amp;</b>\n", 200)
+	script := fmt.Sprintf("rules:\n  - reply:\n      - text: %q\n      - tool_use: {name: write_file, input: {content: %q}}\n", text, text)
+	srv := start(t, script, fakeapi.Options{})
+	msg, types, err := stream(t, sdk(t, srv), params("", "hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Content[0].Text != text {
+		t.Error("streamed text differs from the script")
+	}
+	var input struct{ Content string }
+	if err := json.Unmarshal(msg.Content[1].Input, &input); err != nil || input.Content != text {
+		t.Errorf("streamed input differs from the script (%v)", err)
+	}
+	if len(types) > 200 {
+		t.Errorf("%d events for one long reply, want the chunks to grow", len(types))
 	}
 }
