@@ -28,6 +28,9 @@ var (
 	ErrMaxTurns = errors.New("reached the maximum number of turns")
 	// ErrEmptyInput means Run was given nothing to say.
 	ErrEmptyInput = errors.New("empty input")
+	// ErrNoCompactor means compaction was asked of an agent configured
+	// without a Compactor.
+	ErrNoCompactor = errors.New("compaction is not configured for this agent")
 )
 
 // Decision is the gate's answer for one tool call.
@@ -82,6 +85,21 @@ type Config struct {
 	Record func(llm.Message)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+
+	// Identity is the agent's identity line (Identity.Line), put back at
+	// the top of the conversation after compaction so that a teammate still
+	// knows who it is. Empty: none.
+	Identity string
+	// Compactor keeps the conversation inside the context window; it is
+	// consulted before every model call (see Agent.Compact). Nil: no
+	// compaction, and the compact tool is refused.
+	Compactor Compactor
+	// OnCompact, if set, is called when a compaction has its summary and
+	// before the history is replaced, so the owner can save the full
+	// history and the summary to the transcript. An error abandons the
+	// compaction: the history stays as it was and the error ends the run
+	// (or is returned by Compact).
+	OnCompact func(Compaction) error
 }
 
 // EventType names an Event.
@@ -96,22 +114,24 @@ const (
 	EventToolResult EventType = "tool_result" // a tool finished (Call, Result, Duration)
 	EventUsage      EventType = "usage"       // a model call's usage (Usage)
 	EventDelivered  EventType = "delivered"   // blocks delivered at a boundary (Blocks)
+	EventCompact    EventType = "compact"     // the history was replaced by a summary (Compaction)
 )
 
 // Event is something that happened in a run.
 type Event struct {
-	Type     EventType
-	Agent    string
-	Team     string
-	Text     string
-	Err      error
-	Delay    time.Duration
-	Message  *llm.Message
-	Call     *Call
-	Result   *tool.Result
-	Duration time.Duration
-	Usage    *llm.Usage
-	Blocks   []llm.Block
+	Type       EventType
+	Agent      string
+	Team       string
+	Text       string
+	Err        error
+	Delay      time.Duration
+	Message    *llm.Message
+	Call       *Call
+	Result     *tool.Result
+	Duration   time.Duration
+	Usage      *llm.Usage
+	Blocks     []llm.Block
+	Compaction *Compaction
 }
 
 // Result is how a Run ended.
@@ -128,6 +148,18 @@ type Agent struct {
 	messages []llm.Message
 	usage    llm.Usage
 	turns    int
+
+	// reported is the context the last call used, as the provider
+	// reported it; measured is how many messages that call's prompt held.
+	// The context used now is reported plus an estimate of
+	// messages[measured:].
+	reported int64
+	measured int
+
+	// compactReq is a compaction the compact tool asked for, taken before
+	// the next model call. Tools run in parallel, hence the lock.
+	reqMu      sync.Mutex
+	compactReq *string
 }
 
 // New returns an agent with an empty conversation.
@@ -160,7 +192,10 @@ func New(cfg Config) (*Agent, error) {
 func (a *Agent) Messages() []llm.Message { return append([]llm.Message(nil), a.messages...) }
 
 // SetMessages replaces the conversation (resume, compaction).
-func (a *Agent) SetMessages(msgs []llm.Message) { a.messages = append([]llm.Message(nil), msgs...) }
+func (a *Agent) SetMessages(msgs []llm.Message) {
+	a.messages = append([]llm.Message(nil), msgs...)
+	a.reported, a.measured = 0, 0
+}
 
 // Usage is the total usage of every call this agent made.
 func (a *Agent) Usage() llm.Usage { return a.usage }
@@ -199,6 +234,9 @@ func (a *Agent) Run(ctx context.Context, input ...llm.Block) (*Result, error) {
 	for {
 		if a.cfg.MaxTurns > 0 && res.Turns >= a.cfg.MaxTurns {
 			return res, fmt.Errorf("%w (%d)", ErrMaxTurns, a.cfg.MaxTurns)
+		}
+		if err := a.beforeCall(ctx); err != nil {
+			return res, err
 		}
 		resp, err := a.call(ctx)
 		if err != nil {
@@ -253,9 +291,9 @@ func (a *Agent) Run(ctx context.Context, input ...llm.Block) (*Result, error) {
 	}
 }
 
-// call makes one model call, streaming its events to the observer.
-func (a *Agent) call(ctx context.Context) (*llm.Response, error) {
-	req := &llm.Request{
+// request is the model call for the conversation as it stands.
+func (a *Agent) request() llm.Request {
+	return llm.Request{
 		Model:     a.cfg.Model,
 		System:    a.cfg.System,
 		Messages:  a.messages,
@@ -263,7 +301,12 @@ func (a *Agent) call(ctx context.Context) (*llm.Response, error) {
 		MaxTokens: a.cfg.MaxTokens,
 		Agent:     a.cfg.Name,
 	}
-	resp, err := llm.Collect(a.cfg.Provider.Stream(ctx, req), func(ev llm.Event) {
+}
+
+// call makes one model call, streaming its events to the observer.
+func (a *Agent) call(ctx context.Context) (*llm.Response, error) {
+	req := a.request()
+	resp, err := llm.Collect(a.cfg.Provider.Stream(ctx, &req), func(ev llm.Event) {
 		switch ev.Type {
 		case llm.EventText:
 			a.emit(Event{Type: EventText, Text: ev.Text})
@@ -278,6 +321,7 @@ func (a *Agent) call(ctx context.Context) (*llm.Response, error) {
 	}
 	a.turns++
 	a.usage.Add(resp.Usage)
+	a.reported, a.measured = resp.Usage.ContextTokens(), len(req.Messages)
 	u := resp.Usage
 	a.emit(Event{Type: EventUsage, Usage: &u})
 	return resp, nil
@@ -358,6 +402,9 @@ func (a *Agent) execute(ctx context.Context, t tool.Tool, ok bool, call *Call) (
 	}()
 	env := *a.cfg.Env
 	env.ToolUseID = call.ID
+	if a.cfg.Compactor != nil {
+		env.RequestCompact = a.requestCompact
+	}
 	return t.Run(ctx, &env, input)
 }
 

@@ -42,6 +42,10 @@ type Env struct {
 	// Jobs tracks the agent's background work; nil when the agent has
 	// none (background requests are then refused).
 	Jobs *Jobs
+	// RequestCompact asks the agent to compact its conversation (replace
+	// it by a summary, dwelling on focus) before its next model call; nil
+	// when the agent cannot compact. Safe for concurrent use.
+	RequestCompact func(focus string)
 }
 
 // Result is what the model sees of a call.

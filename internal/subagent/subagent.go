@@ -1,0 +1,224 @@
+// Package subagent runs the Task tool's subagents: a fresh agent with an
+// empty conversation, a tool set chosen by its type, a cap on its model
+// calls and no Task tool of its own (no recursion), whose final report is all
+// its parent sees. In the background it runs as one of the parent's jobs.
+//
+// It builds on agent and tool; it must never depend on teams or the store.
+package subagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/todo"
+	"github.com/troupe-dev/troupe/internal/tool"
+)
+
+// The subagent types.
+const (
+	// Explore may only read: read_file, glob, grep.
+	Explore = "explore"
+	// General may also run commands and change files.
+	General = "general"
+)
+
+// DefaultMaxIterations is the model calls a subagent may make when the
+// Runner does not say.
+const DefaultMaxIterations = 30
+
+// JobKind is the kind of a background subagent's job.
+const JobKind = "subagent"
+
+// ErrUnknownType is returned for a subagent_type that is not one of Types.
+var ErrUnknownType = errors.New("unknown subagent type")
+
+// types maps each type to its tools (in the order offered) and its framing.
+var types = map[string]struct {
+	tools        []string
+	instructions string
+}{
+	Explore: {
+		tools: []string{"read_file", "glob", "grep"},
+		instructions: "You can only read: find and read what the task asks about, but change nothing; " +
+			"you have no tool that writes or runs commands.",
+	},
+	General: {
+		tools:        []string{"bash", "read_file", "write_file", "edit_file", "glob", "grep", todo.ToolName},
+		instructions: "You may read, run commands and change files as the task needs; change nothing it does not need.",
+	},
+}
+
+// Types returns the subagent types, sorted.
+func Types() []string {
+	out := make([]string, 0, len(types))
+	for t := range types {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Runner starts subagents for one parent agent. Its fields are read-only
+// once it is in use; it is safe for concurrent use.
+type Runner struct {
+	Provider  llm.Provider
+	Model     string
+	Workspace *tool.Workspace
+	// Parent is the parent agent's name; a subagent is named
+	// "<parent>:<type>" ("team-lead:explore").
+	Parent string
+	// MaxIterations caps a subagent's model calls (0: 30).
+	MaxIterations int
+	// MaxTokens is the output limit of one call (0: provider default).
+	MaxTokens int
+	// Gate, if set, checks the subagent's tool calls as it checks the
+	// parent's: a subagent never has more permission than its parent.
+	Gate agent.Gate
+	// Compactor, if set, keeps a long subagent's context in bounds.
+	Compactor agent.Compactor
+	// Observe receives the subagent's events (nil: none); it must be safe
+	// for concurrent use, since background subagents run beside the parent.
+	Observe func(agent.Event)
+}
+
+// Name is the name of the parent's subagent of type typ.
+func (r *Runner) Name(typ string) string {
+	parent := r.Parent
+	if parent == "" {
+		parent = "agent"
+	}
+	return parent + ":" + typ
+}
+
+// Run runs one subagent to the end and returns its final report: the last
+// text it wrote, with a note when it ran out of iterations. An error means
+// it could not run or its model calls failed; the report may then hold what
+// it wrote before.
+func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
+	typ := strings.TrimSpace(args.SubagentType)
+	if typ == "" {
+		typ = General
+	}
+	spec, ok := types[typ]
+	if !ok {
+		return "", fmt.Errorf("%w %q; the types are: %s", ErrUnknownType, typ, strings.Join(Types(), ", "))
+	}
+	if strings.TrimSpace(args.Prompt) == "" {
+		return "", fmt.Errorf("subagent %s: %w", r.Name(typ), agent.ErrEmptyInput)
+	}
+	name := r.Name(typ)
+	list := new(todo.List)
+	var builtins []tool.Tool
+	for _, t := range append(tool.Builtins(), tool.TodoWriteTool(list)) {
+		if slices.Contains(spec.tools, t.Spec().Name) {
+			builtins = append(builtins, t)
+		}
+	}
+	iterations := r.MaxIterations
+	if iterations <= 0 {
+		iterations = DefaultMaxIterations
+	}
+	id := agent.Identity{Name: name}
+	prompt := agent.Prompt{Identity: id, Instructions: instructions(r.Parent, spec.instructions)}
+	if r.Workspace != nil {
+		prompt.Workspace = r.Workspace.Dir()
+	}
+	var boundaries []agent.Boundary
+	if slices.Contains(spec.tools, todo.ToolName) {
+		boundaries = append(boundaries, agent.TodoReminder(list))
+	}
+	a, err := agent.New(agent.Config{
+		Name:       name,
+		Provider:   r.Provider,
+		Model:      r.Model,
+		System:     prompt.String(),
+		Tools:      tool.NewRegistry(builtins...),
+		Env:        &tool.Env{Workspace: r.Workspace, Agent: name},
+		MaxTurns:   iterations,
+		MaxTokens:  r.MaxTokens,
+		Gate:       r.Gate,
+		Boundaries: boundaries,
+		Observe:    r.Observe,
+		Identity:   id.Line(),
+		Compactor:  r.Compactor,
+	})
+	if err != nil {
+		return "", fmt.Errorf("subagent %s: %w", name, err)
+	}
+	res, err := a.Run(ctx, llm.TextBlock(args.Prompt))
+	text := ""
+	if res != nil {
+		text = strings.TrimSpace(res.Text)
+	}
+	switch {
+	case errors.Is(err, agent.ErrMaxTurns):
+		note := fmt.Sprintf("[%s stopped after %d iterations without finishing; its work may be incomplete.]", name, iterations)
+		if text == "" {
+			return note, nil
+		}
+		return text + "\n\n" + note, nil
+	case err != nil:
+		return text, fmt.Errorf("subagent %s: %w", name, err)
+	case text == "":
+		return fmt.Sprintf("[%s ended without a report.]", name), nil
+	}
+	return text, nil
+}
+
+func instructions(parent, typ string) string {
+	if parent == "" {
+		parent = "another agent"
+	} else {
+		parent = fmt.Sprintf("'%s'", parent)
+	}
+	return fmt.Sprintf(`You are a subagent started by %s for one task, given in the first message. %s
+When the task is done, end your turn with a report of what you found or did: it is the only part of your work %s will see, so make it complete and concrete (paths, names, results), and say what you could not do.`,
+		parent, typ, parent)
+}
+
+// Handler returns the Subagent handler of the Task tool over r. In the
+// foreground the result is the subagent's report; with run_in_background the
+// subagent becomes a job on the caller's Env.Jobs (kind "subagent") and the
+// result is its id, for TaskOutput and TaskStop.
+func Handler(r *Runner) func(ctx context.Context, env *tool.Env, args tool.TaskArgs) tool.Result {
+	return func(ctx context.Context, env *tool.Env, args tool.TaskArgs) tool.Result {
+		typ := strings.TrimSpace(args.SubagentType)
+		if typ == "" {
+			typ = General
+		}
+		if _, ok := types[typ]; !ok {
+			return tool.Errorf("Task: %v %q; the types are: %s", ErrUnknownType, typ, strings.Join(Types(), ", "))
+		}
+		desc := strings.TrimSpace(args.Description)
+		if desc == "" {
+			desc = typ + " subagent"
+		}
+		if !args.RunInBackground {
+			report, err := r.Run(ctx, args)
+			if err != nil {
+				if report != "" {
+					return tool.Errorf("Task: %v\nIts last words:\n%s", err, report)
+				}
+				return tool.Errorf("Task: %v", err)
+			}
+			return tool.OK(report)
+		}
+		if env == nil || env.Jobs == nil {
+			return tool.Errorf("run_in_background is not available to this agent; run the subagent in the foreground")
+		}
+		id := env.Jobs.Start(JobKind, desc, func(ctx context.Context, out io.Writer) error {
+			report, err := r.Run(ctx, args)
+			if report != "" {
+				_, _ = io.WriteString(out, report)
+			}
+			return err
+		})
+		return tool.OK(fmt.Sprintf("Started background subagent %s (%s): %s\nRead its report with TaskOutput (task_id %q); stop it with TaskStop.", id, r.Name(typ), desc, id))
+	}
+}

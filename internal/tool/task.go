@@ -1,0 +1,77 @@
+package tool
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"strings"
+
+	"github.com/troupe-dev/troupe/internal/llm"
+)
+
+//go:embed task.md
+var taskDescription string
+
+// TaskArgs are the arguments of a Task call.
+type TaskArgs struct {
+	Description      string `json:"description" required:"true" desc:"A few words saying what the agent will do, shown in logs and job lists."`
+	Prompt           string `json:"prompt" required:"true" desc:"The complete brief for the agent; it sees nothing else of your conversation."`
+	SubagentType     string `json:"subagent_type" desc:"explore (read-only) or general (the default). Subagents only."`
+	RunInBackground  bool   `json:"run_in_background" desc:"Start a subagent as a background job and return its id at once; read it with TaskOutput."`
+	TeamName         string `json:"team_name" desc:"Spawn a persistent teammate in this team instead of a subagent; needs name."`
+	Name             string `json:"name" desc:"The teammate's name; with team_name."`
+	Role             string `json:"role" desc:"The teammate's role, e.g. backend developer; with team_name."`
+	Model            string `json:"model" desc:"The model the teammate uses; default: yours."`
+	PlanModeRequired bool   `json:"plan_mode_required" desc:"The teammate must have its plan approved before it changes anything."`
+	PermissionMode   string `json:"permission_mode" desc:"The teammate's permission mode."`
+}
+
+// TaskHandlers do the work of the Task tool, which only decodes and routes:
+// the tool package knows nothing of agents or teams.
+type TaskHandlers struct {
+	// Subagent runs a call without team_name (internal/subagent.Handler).
+	// Nil: subagents are refused.
+	Subagent func(ctx context.Context, env *Env, args TaskArgs) Result
+	// Teammate runs a call with team_name and name. Nil: teams are
+	// refused.
+	Teammate func(ctx context.Context, env *Env, args TaskArgs) Result
+}
+
+type taskTool struct{ h TaskHandlers }
+
+var taskSpec = newSpec[TaskArgs]("Task", taskDescription)
+
+// TaskTool returns the Task tool over h.
+func TaskTool(h TaskHandlers) Tool { return taskTool{h: h} }
+
+func (taskTool) Spec() llm.ToolSpec { return taskSpec }
+func (taskTool) ReadOnly() bool     { return false }
+
+func (t taskTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result {
+	args, res, ok := decodeArgs[TaskArgs]("Task", input)
+	if !ok {
+		return res
+	}
+	args.TeamName, args.Name = strings.TrimSpace(args.TeamName), strings.TrimSpace(args.Name)
+	if strings.TrimSpace(args.Prompt) == "" {
+		return Errorf(`invalid arguments for Task: "prompt" must not be empty`)
+	}
+	if err := ctx.Err(); err != nil {
+		return Errorf("Task was not run: %v", err)
+	}
+	switch {
+	case args.TeamName != "" && args.Name != "":
+		if t.h.Teammate == nil {
+			return Errorf("Task: teams are not available to this agent, so no teammate can be spawned; leave out team_name and name to run a subagent instead")
+		}
+		return t.h.Teammate(ctx, env, args)
+	case args.TeamName != "":
+		return Errorf(`invalid arguments for Task: "team_name" needs "name", the teammate's name; leave out team_name to run a subagent`)
+	case args.Name != "":
+		return Errorf(`invalid arguments for Task: "name" is only for a teammate and needs "team_name"; leave out name to run a subagent`)
+	}
+	if t.h.Subagent == nil {
+		return Errorf("Task: subagents are not available to this agent")
+	}
+	return t.h.Subagent(ctx, env, args)
+}

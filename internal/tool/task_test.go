@@ -1,0 +1,107 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestTaskRouting(t *testing.T) {
+	var got []string
+	handlers := TaskHandlers{
+		Subagent: func(_ context.Context, _ *Env, a TaskArgs) Result {
+			got = append(got, "subagent:"+a.SubagentType)
+			return OK("report")
+		},
+		Teammate: func(_ context.Context, _ *Env, a TaskArgs) Result {
+			got = append(got, "teammate:"+a.TeamName+"/"+a.Name+"/"+a.Role)
+			return OK("spawned")
+		},
+	}
+	tests := []struct {
+		name      string
+		handlers  TaskHandlers
+		input     string
+		wantCall  string
+		wantError string // "" for success
+	}{
+		{"subagent", handlers, `{"description":"d","prompt":"p","subagent_type":"explore"}`, "subagent:explore", ""},
+		{"teammate", handlers, `{"description":"d","prompt":"p","team_name":"T","name":"alice","role":"dev"}`, "teammate:T/alice/dev", ""},
+		{"teams not available", TaskHandlers{Subagent: handlers.Subagent}, `{"description":"d","prompt":"p","team_name":"T","name":"alice"}`, "", "teams are not available"},
+		{"subagents not available", TaskHandlers{}, `{"description":"d","prompt":"p"}`, "", "subagents are not available"},
+		{"team_name without name", handlers, `{"description":"d","prompt":"p","team_name":"T"}`, "", `"team_name" needs "name"`},
+		{"name without team_name", handlers, `{"description":"d","prompt":"p","name":"alice"}`, "", `needs "team_name"`},
+		{"prompt required", handlers, `{"description":"d"}`, "", `"prompt" is required`},
+		{"prompt blank", handlers, `{"description":"d","prompt":"  "}`, "", `must not be empty`},
+		{"wrong type", handlers, `{"description":"d","prompt":"p","run_in_background":"yes"}`, "", `"run_in_background" must be a boolean`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got = nil
+			res := TaskTool(tt.handlers).Run(context.Background(), &Env{}, json.RawMessage(tt.input))
+			if tt.wantError == "" {
+				if res.IsError {
+					t.Fatalf("error: %s", res.Content)
+				}
+				if diff := cmp.Diff([]string{tt.wantCall}, got); diff != "" {
+					t.Errorf("calls (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if !res.IsError || !strings.Contains(res.Content, tt.wantError) {
+				t.Errorf("result = %+v, want an error with %q", res, tt.wantError)
+			}
+			if len(got) != 0 {
+				t.Errorf("a handler ran: %v", got)
+			}
+		})
+	}
+}
+
+func TestTaskSpec(t *testing.T) {
+	spec := TaskTool(TaskHandlers{}).Spec()
+	var schema struct {
+		Properties map[string]struct {
+			Type string `json:"type"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	if err := json.Unmarshal(spec.InputSchema, &schema); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"description": "string", "prompt": "string", "subagent_type": "string", "run_in_background": "boolean",
+		"team_name": "string", "name": "string", "role": "string", "model": "string",
+		"plan_mode_required": "boolean", "permission_mode": "string",
+	}
+	got := map[string]string{}
+	for k, v := range schema.Properties {
+		got[k] = v.Type
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("properties (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"description", "prompt"}, schema.Required); diff != "" {
+		t.Errorf("required (-want +got):\n%s", diff)
+	}
+	if spec.Name != "Task" || !strings.Contains(spec.Description, "subagent") {
+		t.Errorf("spec = %s: %.40q", spec.Name, spec.Description)
+	}
+}
+
+// TestCompactToolAsks checks the compact tool only passes the request on
+// (the agent tests cover what the agent does with it).
+func TestCompactToolAsks(t *testing.T) {
+	var asked []string
+	env := &Env{RequestCompact: func(focus string) { asked = append(asked, focus) }}
+	res := CompactTool().Run(context.Background(), env, json.RawMessage(`{"focus":"the plan"}`))
+	if res.IsError || len(asked) != 1 || asked[0] != "the plan" {
+		t.Errorf("result = %+v, asked = %q", res, asked)
+	}
+	if res := CompactTool().Run(context.Background(), &Env{}, nil); !res.IsError {
+		t.Errorf("without RequestCompact: %+v", res)
+	}
+}
