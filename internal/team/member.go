@@ -1,0 +1,613 @@
+package team
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/tool"
+)
+
+// MemberConfig configures one teammate's runtime.
+type MemberConfig struct {
+	Team      store.Team
+	Name      string
+	Provider  llm.Provider
+	Workspace *tool.Workspace
+	// DefaultModel is used when the roster names no model.
+	DefaultModel string
+	IdleTimeout  time.Duration
+	MaxTurns     int
+	Observe      func(agent.Event)
+	OnEvent      func(store.Event)
+	Logger       *slog.Logger
+}
+
+// Member is a persistent teammate: its own agent loop and context, an idle
+// loop that waits on events only, and its side of the protocols.
+type Member struct {
+	cfg    MemberConfig
+	team   store.Team
+	name   string
+	role   string
+	plan   bool // plan_mode_required
+	mode   string
+	agent  *agent.Agent
+	jobs   *tool.Jobs
+	events chan struct{} // wakes a gate waiting for a protocol answer
+
+	mu           sync.Mutex
+	queue        []store.Message // received, not yet given to the model
+	toAck        string          // last id given to the model, acked once recorded
+	planPending  string          // request_id of the plan awaiting approval
+	planApproved bool
+	permWaiting  map[string]chan bool // permission request_id -> answer
+	shutdownReqs map[string]string    // shutdown request_id -> requester
+	stopAfter    bool                 // a shutdown was approved: stop at the next boundary
+	stopRun      context.CancelFunc
+	nudged       map[string]bool // own unfinished tasks already nudged this idle period
+	goIdle       string          // the summary of the turn that just ended, for the idle notification
+	shutDown     bool            // the roster already says shutdown
+}
+
+// NewMember prepares a teammate from its roster entry.
+func NewMember(cfg MemberConfig) (*Member, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r, err := cfg.Team.ReadRoster(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	me, ok := r.Member(cfg.Name)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q is not on the roster of team %s", store.ErrUnknownMember, cfg.Name, r.Name)
+	}
+	m := &Member{
+		cfg: cfg, team: cfg.Team, name: me.Name, role: me.Role, plan: me.PlanModeRequired, mode: me.PermissionMode,
+		jobs: tool.NewJobs(), events: make(chan struct{}, 1),
+		permWaiting: map[string]chan bool{}, shutdownReqs: map[string]string{}, nudged: map[string]bool{},
+	}
+	model := me.Model
+	if model == "" {
+		model = cfg.DefaultModel
+	}
+	b := &binding{self: m.name, member: m, fixed: cfg.Team}
+	id := agent.Identity{Name: m.name, Role: m.role, Team: r.Name}
+	instr := teammateInstructions(store.LeadName)
+	if m.plan {
+		instr += "\n\n" + planModeInstructions
+	}
+	ag, err := agent.New(agent.Config{
+		Name:     m.name,
+		Team:     r.Name,
+		Provider: cfg.Provider,
+		Model:    model,
+		System: agent.Prompt{
+			Identity:     id,
+			Workspace:    cfg.Workspace.Dir(),
+			Instructions: instr,
+		}.String(),
+		Tools:      tool.NewRegistry(append(tool.Builtins(), teammateTools(b)...)...),
+		Env:        &tool.Env{Workspace: cfg.Workspace, Agent: m.name, Team: r.Name, Jobs: m.jobs},
+		MaxTurns:   cfg.MaxTurns,
+		Gate:       m.gate,
+		Boundaries: []agent.Boundary{m.boundary},
+		Observe:    cfg.Observe,
+		Record:     m.record,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.agent = ag
+	return m, nil
+}
+
+// Agent returns the member's agent.
+func (m *Member) Agent() *agent.Agent { return m.agent }
+
+func (m *Member) journal(ctx context.Context, typ string, fields map[string]any) {
+	journal(ctx, m.team, m.name, typ, fields, m.cfg.OnEvent, m.cfg.Logger)
+}
+
+// setStatus records a state change in the roster and the journal.
+func (m *Member) setStatus(ctx context.Context, status, why string) {
+	now := time.Now().UTC()
+	_, err := m.team.UpdateRoster(context.WithoutCancel(ctx), func(r *store.Roster) error {
+		me, ok := r.Member(m.name)
+		if !ok {
+			return nil
+		}
+		me.Status, me.HeartbeatAt, me.PID = status, now, os.Getpid()
+		return nil
+	})
+	if err != nil {
+		m.cfg.Logger.Warn("roster update", "member", m.name, "err", err)
+	}
+	f := map[string]any{"member": m.name, "status": status}
+	if why != "" {
+		f["why"] = why
+	}
+	m.journal(ctx, "status", f)
+}
+
+// Run is the member's life: work on what woke it, go idle, wait for the
+// next event, until it is shut down or ctx ends.
+func (m *Member) Run(ctx context.Context) (err error) {
+	defer m.jobs.StopAll()
+	defer func() {
+		m.mu.Lock()
+		done := m.shutDown
+		m.mu.Unlock()
+		if !done {
+			m.setStatus(ctx, store.StatusShutdown, exitWhy(err))
+		}
+	}()
+	m.setStatus(ctx, store.StatusWorking, "")
+	m.goIdle = "available"
+	for {
+		input, why, err := m.idle(ctx)
+		if err != nil || input == nil {
+			return err
+		}
+		m.setStatus(ctx, store.StatusWorking, why)
+		runCtx, cancel := context.WithCancel(ctx)
+		m.mu.Lock()
+		m.stopRun = cancel
+		m.mu.Unlock()
+		res, runErr := m.agent.Run(runCtx, input...)
+		cancel()
+		if m.stopping() {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		summary := "available"
+		if runErr != nil {
+			// A failed turn does not end a teammate: it tells the lead and
+			// waits for the next event.
+			summary = "turn failed: " + runErr.Error()
+			m.send(ctx, store.Message{Type: store.TypeMessage, To: store.LeadName,
+				Content: fmt.Sprintf("My turn failed and I stopped working: %v", runErr), Summary: "turn failed"})
+		} else if res != nil && res.Text != "" {
+			summary = oneLine(res.Text, 100)
+		}
+		m.mu.Lock()
+		if m.planPending != "" {
+			summary = "waiting for plan approval"
+		}
+		m.mu.Unlock()
+		m.goIdle = summary
+	}
+}
+
+// markShutdown records the member as shut down; its runtime is about to
+// end.
+func (m *Member) markShutdown(ctx context.Context, why string) {
+	m.setStatus(ctx, store.StatusShutdown, why)
+	m.mu.Lock()
+	m.shutDown = true
+	m.mu.Unlock()
+}
+
+func exitWhy(err error) string {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return ""
+	}
+	return err.Error()
+}
+
+func (m *Member) stopping() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopAfter
+}
+
+// send sends a message from this member; failures are logged.
+func (m *Member) send(ctx context.Context, msg store.Message) {
+	msg.From = m.name
+	sent, err := m.team.Mailbox().Send(context.WithoutCancel(ctx), msg)
+	if err != nil {
+		m.cfg.Logger.Warn("send", "from", m.name, "to", msg.To, "err", err)
+		return
+	}
+	m.journal(ctx, "send", sentFields(sent))
+}
+
+func sentFields(m store.Message) map[string]any {
+	f := map[string]any{"id": m.ID, "type": m.Type, "from": m.From, "to": m.To}
+	if m.RequestID != "" {
+		f["request_id"] = m.RequestID
+	}
+	if m.Approve != nil {
+		f["approve"] = *m.Approve
+	}
+	if m.Summary != "" {
+		f["summary"] = m.Summary
+	}
+	if m.Content != "" {
+		f["content"] = oneLine(m.Content, 200)
+	}
+	return f
+}
+
+// fetch moves what waits in the inbox into the queue without blocking, and
+// applies the protocol answers addressed to this member's runtime.
+func (m *Member) fetch(ctx context.Context) error {
+	now, cancel := context.WithCancel(ctx)
+	cancel()
+	msgs, err := m.team.Mailbox().Receive(now, m.name)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, msg := range msgs {
+		switch msg.Type {
+		case store.TypePlanApprovalResponse:
+			if msg.RequestID != "" && msg.RequestID == m.planPending {
+				m.planPending = ""
+				m.planApproved = msg.Approve != nil && *msg.Approve
+			}
+		case store.TypePermissionResponse:
+			if ch, ok := m.permWaiting[msg.RequestID]; ok {
+				ch <- msg.Approve != nil && *msg.Approve
+				delete(m.permWaiting, msg.RequestID)
+			}
+		case store.TypeShutdownRequest:
+			m.shutdownReqs[msg.RequestID] = msg.From
+		}
+		m.queue = append(m.queue, msg)
+	}
+	select {
+	case m.events <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// take empties the queue for delivery to the model and marks its last id to
+// be acked once the conversation has recorded it.
+func (m *Member) take() []store.Message {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	q := m.queue
+	m.queue = nil
+	if len(q) > 0 {
+		m.toAck = q[len(q)-1].ID
+	}
+	return q
+}
+
+// boundary delivers waiting messages at each tool boundary, and ends the
+// run once a shutdown was approved.
+func (m *Member) boundary(ctx context.Context, _ []string) []llm.Block {
+	m.mu.Lock()
+	stop, cancel := m.stopAfter, m.stopRun
+	m.mu.Unlock()
+	if stop && cancel != nil {
+		cancel()
+	}
+	if err := m.fetch(ctx); err != nil {
+		m.cfg.Logger.Warn("inbox", "member", m.name, "err", err)
+	}
+	msgs := m.take()
+	if len(msgs) == 0 {
+		return nil
+	}
+	m.journal(ctx, "deliver", map[string]any{"member": m.name, "ids": ids(msgs), "at": "tool_boundary"})
+	return messageBlocks(msgs)
+}
+
+func ids(msgs []store.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.ID
+	}
+	return out
+}
+
+// record writes each message of the conversation to the transcript, then
+// acks the inbox messages it carries: a crash before the ack re-delivers
+// them (de-duplicated by id), never loses them.
+func (m *Member) record(msg llm.Message) {
+	appendTranscript(m.team, m.name, msg, m.cfg.Logger)
+	if msg.Role != llm.RoleUser {
+		return
+	}
+	m.mu.Lock()
+	id := m.toAck
+	m.toAck = ""
+	m.mu.Unlock()
+	if id != "" {
+		if err := m.team.Mailbox().Ack(context.Background(), m.name, id); err != nil {
+			m.cfg.Logger.Warn("ack", "member", m.name, "err", err)
+		}
+	}
+}
+
+// transcripter is implemented by stores that keep transcripts.
+type transcripter interface {
+	AppendTranscript(ctx context.Context, member string, line json.RawMessage) error
+}
+
+func appendTranscript(t store.Team, name string, msg llm.Message, log *slog.Logger) {
+	tr, ok := t.(transcripter)
+	if !ok {
+		return
+	}
+	line, err := json.Marshal(struct {
+		TS time.Time `json:"ts"`
+		llm.Message
+	}{time.Now().UTC(), msg})
+	if err == nil {
+		err = tr.AppendTranscript(context.Background(), name, line)
+	}
+	if err != nil && log != nil {
+		log.Warn("transcript", "member", name, "err", err)
+	}
+}
+
+// idle waits for the next thing to work on, without any model call: queued
+// or arriving messages, the member's own unfinished task, or a claimable
+// task that fits its role. It returns nil input when the member should
+// exit (shutdown approved, idle timeout).
+func (m *Member) idle(ctx context.Context) ([]llm.Block, string, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	inboxCh, err := m.team.Mailbox().Watch(wctx, m.name)
+	if err != nil {
+		return nil, "", err
+	}
+	boardCh, err := m.team.Tasks().Watch(wctx)
+	if err != nil {
+		return nil, "", err
+	}
+	var timeout <-chan time.Time
+	announced := false
+	for {
+		if err := m.fetch(ctx); err != nil {
+			return nil, "", err
+		}
+		input, why, exit, err := m.nextWork(ctx)
+		if err != nil || exit {
+			return nil, "", err
+		}
+		if input != nil {
+			return input, why, nil
+		}
+		if !announced {
+			// Nothing to do: now the member is idle, and says so once.
+			announced = true
+			m.setStatus(ctx, store.StatusIdle, m.goIdle)
+			m.send(ctx, store.Message{Type: store.TypeIdleNotification, To: store.LeadName,
+				Content: m.name + " is idle", Summary: m.goIdle})
+			if m.cfg.IdleTimeout > 0 {
+				t := time.NewTimer(m.cfg.IdleTimeout)
+				defer t.Stop()
+				timeout = t.C
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, "", ctx.Err()
+		case <-inboxCh:
+		case <-boardCh:
+		case <-timeout:
+			m.journal(ctx, "idle_timeout", map[string]any{"member": m.name, "after": m.cfg.IdleTimeout.String()})
+			m.markShutdown(ctx, "idle timeout")
+			m.send(ctx, store.Message{Type: store.TypeMessage, To: store.LeadName,
+				Content: fmt.Sprintf("%s exited after %s idle.", m.name, m.cfg.IdleTimeout), Summary: "exited (idle timeout)"})
+			return nil, "", nil
+		}
+	}
+}
+
+// nextWork decides what an idle member does next. Messages come first; a
+// shutdown request is approved at once when the member holds no unfinished
+// task. While a plan waits for approval only messages wake the member.
+func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, exit bool, err error) {
+	m.mu.Lock()
+	queued := len(m.queue) > 0
+	var shutdown *store.Message
+	for i := range m.queue {
+		if m.queue[i].Type == store.TypeShutdownRequest {
+			shutdown = &m.queue[i]
+		}
+	}
+	planWait := m.planPending != ""
+	m.mu.Unlock()
+
+	if shutdown != nil {
+		own, err := m.ownUnfinished(ctx)
+		if err != nil {
+			return nil, "", false, err
+		}
+		if len(own) == 0 {
+			m.approveShutdown(ctx, *shutdown, "idle with no unfinished task")
+			return nil, "", true, nil
+		}
+	}
+	if queued {
+		msgs := m.take()
+		m.mu.Lock()
+		clear(m.nudged)
+		m.mu.Unlock()
+		m.journal(ctx, "deliver", map[string]any{"member": m.name, "ids": ids(msgs), "at": "idle"})
+		return messageBlocks(msgs), "message", false, nil
+	}
+	if planWait {
+		return nil, "", false, nil
+	}
+	own, err := m.ownUnfinished(ctx)
+	if err != nil {
+		return nil, "", false, err
+	}
+	for _, t := range own {
+		m.mu.Lock()
+		done := m.nudged[t.ID]
+		m.nudged[t.ID] = true
+		m.mu.Unlock()
+		if !done {
+			return []llm.Block{llm.TextBlock(taskText(t, "You still own unfinished"))}, "resume task #" + t.ID, false, nil
+		}
+	}
+	t, err := m.claim(ctx)
+	if err != nil {
+		return nil, "", false, err
+	}
+	if t != nil {
+		return []llm.Block{llm.TextBlock(taskText(*t, "You claimed"))}, "claimed task #" + t.ID, false, nil
+	}
+	return nil, "", false, nil
+}
+
+// approveShutdown answers a shutdown request with approval and stops.
+func (m *Member) approveShutdown(ctx context.Context, req store.Message, reason string) {
+	yes := true
+	to := req.From
+	if to == "" || to == store.HumanName {
+		to = store.LeadName
+	}
+	// The roster says shutdown before the requester hears the answer, so
+	// whoever acts on the answer sees the member gone.
+	m.markShutdown(ctx, "shutdown approved")
+	m.send(ctx, store.Message{Type: store.TypeShutdownResponse, To: to, RequestID: req.RequestID, Approve: &yes, Reason: reason,
+		Content: fmt.Sprintf("%s approves the shutdown (%s).", m.name, reason)})
+	m.journal(ctx, "protocol", map[string]any{"kind": "shutdown", "request_id": req.RequestID, "member": m.name, "approve": true, "reason": reason})
+	// The request itself is consumed: ack everything handed out.
+	m.mu.Lock()
+	q := m.queue
+	m.queue = nil
+	m.stopAfter = true
+	m.mu.Unlock()
+	if len(q) > 0 {
+		if err := m.team.Mailbox().Ack(context.WithoutCancel(ctx), m.name, q[len(q)-1].ID); err != nil {
+			m.cfg.Logger.Warn("ack", "member", m.name, "err", err)
+		}
+	}
+}
+
+// ownUnfinished returns the tasks in progress that this member owns.
+func (m *Member) ownUnfinished(ctx context.Context) ([]store.Task, error) {
+	tasks, err := m.team.Tasks().List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Task
+	for _, t := range tasks {
+		if t.Owner == m.name && t.Status == store.TaskInProgress {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// claim takes the lowest-id claimable task that fits this member's role, by
+// compare-and-set: a task another member took first is skipped.
+func (m *Member) claim(ctx context.Context) (*store.Task, error) {
+	tasks, err := m.team.Tasks().List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(tasks, func(i, j int) bool { return store.TaskNum(tasks[i].ID) < store.TaskNum(tasks[j].ID) })
+	me := store.Member{Name: m.name, Role: m.role}
+	for _, t := range tasks {
+		if t.Claimable() != nil || !roleFits(t, me) {
+			continue
+		}
+		got, err := m.team.Tasks().Claim(ctx, t.ID, m.name)
+		if err == nil {
+			m.journal(ctx, "claim", map[string]any{"task": got.ID, "owner": m.name, "subject": got.Subject})
+			return &got, nil
+		}
+		if errors.Is(err, store.ErrClaimed) || errors.Is(err, store.ErrNotPending) || errors.Is(err, store.ErrBlocked) || errors.Is(err, store.ErrTaskNotFound) {
+			continue
+		}
+		return nil, err
+	}
+	return nil, nil
+}
+
+// gate enforces plan mode and the member's permission mode. A call that
+// needs permission becomes a permission_request to the lead; the member
+// waits for the answer.
+func (m *Member) gate(ctx context.Context, c agent.Call) agent.Decision {
+	if !writes(c.Name) {
+		return agent.Decision{Allow: true}
+	}
+	m.mu.Lock()
+	planBlocked := m.plan && !m.planApproved
+	m.mu.Unlock()
+	if planBlocked {
+		return agent.Decision{Reason: "plan mode: this tool is refused until the lead approves your plan (send it with SendMessage type plan_approval_request)"}
+	}
+	if !needsPermission(m.mode, c.Name) {
+		return agent.Decision{Allow: true}
+	}
+	return m.askPermission(ctx, c)
+}
+
+// askPermission sends a permission_request to the lead and waits for the
+// permission_response with the same request_id.
+func (m *Member) askPermission(ctx context.Context, c agent.Call) agent.Decision {
+	reqID := "perm-" + store.NewID(time.Now())
+	ch := make(chan bool, 1)
+	m.mu.Lock()
+	m.permWaiting[reqID] = ch
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.permWaiting, reqID)
+		m.mu.Unlock()
+	}()
+	m.send(ctx, store.Message{Type: store.TypePermissionRequest, To: store.LeadName, RequestID: reqID, ToolName: c.Name, ToolInput: c.Input,
+		Content: fmt.Sprintf("%s asks to run %s %s", m.name, c.Name, oneLine(string(c.Input), 300)), Summary: "permission for " + c.Name})
+	m.journal(ctx, "protocol", map[string]any{"kind": "permission_request", "request_id": reqID, "member": m.name, "tool": c.Name})
+	m.setStatus(ctx, StatusWaiting, "permission for "+c.Name)
+	defer m.setStatus(ctx, store.StatusWorking, "")
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	inboxCh, err := m.team.Mailbox().Watch(wctx, m.name)
+	if err != nil {
+		return agent.Decision{Reason: "permission request failed: " + err.Error()}
+	}
+	for {
+		select {
+		case ok := <-ch:
+			m.journal(ctx, "permission", map[string]any{"request_id": reqID, "member": m.name, "tool": c.Name, "approve": ok})
+			if ok {
+				return agent.Decision{Allow: true}
+			}
+			return agent.Decision{Reason: "the lead denied permission"}
+		case <-ctx.Done():
+			return agent.Decision{Reason: "stopped while waiting for permission"}
+		case <-inboxCh:
+			if err := m.fetch(ctx); err != nil {
+				return agent.Decision{Reason: "permission request failed: " + err.Error()}
+			}
+		}
+	}
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,636 @@
+// Package team runs a team of agents: the lead's session, persistent
+// teammates with their own agent loops, the idle loop that wakes them on
+// events and lets them claim work, and the protocols (shutdown, plan
+// approval, permission) that pass through their inboxes.
+//
+// It builds on agent (the turn loop) and store (durable state). It must never
+// be imported by either of them.
+package team
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/subagent"
+	"github.com/troupe-dev/troupe/internal/tool"
+)
+
+// Teammate modes.
+const (
+	ModeInProcess = "in-process" // each teammate is a goroutine of the lead's process
+	ModeProcess   = "process"    // each teammate is its own `troupe agent` process
+)
+
+// Errors of the team layer.
+var (
+	// ErrNoTeam means a team tool was used before TeamCreate.
+	ErrNoTeam = errors.New("no team yet: create one with TeamCreate")
+	// ErrStalled means every teammate is idle, work remains that none of
+	// them can take, and the lead did nothing about it.
+	ErrStalled = errors.New("team stalled")
+)
+
+// Config is what every agent of a session shares.
+type Config struct {
+	Store     store.Store
+	Provider  llm.Provider
+	Workspace *tool.Workspace
+	// Model is the lead's model; TeammateModel the default for teammates
+	// (empty: the provider's default).
+	Model         string
+	TeammateModel string
+	// TeammateMode is ModeInProcess (default) or ModeProcess.
+	TeammateMode string
+	// AgentCommand is the command that runs one teammate in process mode;
+	// "--team T --name N" and the state flags are appended.
+	AgentCommand []string
+	// AgentEnv is added to the environment of teammate processes.
+	AgentEnv []string
+	// IdleTimeout makes an idle teammate exit after this long with nothing
+	// to do (0: stay until shut down).
+	IdleTimeout time.Duration
+	// MaxTurns bounds the model calls of one agent run (0: none).
+	MaxTurns int
+	// PermissionMode is the lead's mode and the default for teammates.
+	PermissionMode string
+	// Delegate limits the lead to management tools.
+	Delegate bool
+	// Observe receives every agent's events.
+	Observe func(agent.Event)
+	// OnEvent receives team events (status changes, messages, tasks) as
+	// they are journaled.
+	OnEvent func(store.Event)
+	// ShutdownWait bounds how long TeamDelete waits for members to stop
+	// (default 2m).
+	ShutdownWait time.Duration
+	Logger       *slog.Logger
+}
+
+// Stats counts what the lead spent.
+type Stats struct {
+	LeadModelTurns        int `json:"lead_model_turns"`
+	LeadTurnsFromIdleOnly int `json:"lead_turns_from_idle_only"`
+	LeadWakes             int `json:"lead_wakes"`
+}
+
+// Session is the lead's side of a team: the lead agent, its team (once
+// created) and the teammates it spawned.
+type Session struct {
+	cfg  Config
+	lead *agent.Agent
+	jobs *tool.Jobs
+
+	mu       sync.Mutex
+	team     store.Team
+	members  map[string]*handle
+	requests map[string]store.Message // protocol requests addressed to the lead, by request_id
+	stats    Stats
+	ackTeam  store.Team // the lead's inbox messages handed to its conversation,
+	ackID    string     // acked once the conversation has recorded them
+
+	wg sync.WaitGroup
+}
+
+// handle is a running teammate.
+type handle struct {
+	name   string
+	cancel context.CancelFunc
+	done   chan struct{}
+	member *Member   // in-process
+	cmd    *exec.Cmd // process mode
+}
+
+// NewSession returns a session whose lead is ready to run.
+func NewSession(cfg Config) (*Session, error) {
+	if cfg.Store == nil || cfg.Provider == nil || cfg.Workspace == nil {
+		return nil, errors.New("team: a session needs a store, a provider and a workspace")
+	}
+	if cfg.TeammateMode == "" {
+		cfg.TeammateMode = ModeInProcess
+	}
+	if cfg.TeammateMode != ModeInProcess && cfg.TeammateMode != ModeProcess {
+		return nil, fmt.Errorf("team: unknown teammate mode %q (want %s or %s)", cfg.TeammateMode, ModeInProcess, ModeProcess)
+	}
+	if cfg.TeammateMode == ModeProcess && len(cfg.AgentCommand) == 0 {
+		return nil, errors.New("team: process mode needs an agent command")
+	}
+	if cfg.PermissionMode == "" {
+		cfg.PermissionMode = PermBypass
+	}
+	if !validPermissionMode(cfg.PermissionMode) {
+		return nil, fmt.Errorf("team: unknown permission mode %q (want one of %s)", cfg.PermissionMode, strings.Join(permissionModes, ", "))
+	}
+	if cfg.ShutdownWait <= 0 {
+		cfg.ShutdownWait = 2 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Session{cfg: cfg, members: map[string]*handle{}, requests: map[string]store.Message{}, jobs: tool.NewJobs()}
+	b := &binding{self: store.LeadName, lead: true, sess: s}
+	sub := &subagent.Runner{Provider: cfg.Provider, Model: cfg.Model, Workspace: cfg.Workspace, Parent: store.LeadName, Observe: cfg.Observe}
+	tools := tool.NewRegistry(tool.Builtins()...)
+	for _, t := range leadTools(b) {
+		tools.Add(t)
+	}
+	tools.Add(tool.TaskTool(tool.TaskHandlers{Subagent: subagent.Handler(sub), Teammate: s.teammateHandler}))
+	for _, t := range tool.JobTools() {
+		tools.Add(t)
+	}
+	lead, err := agent.New(agent.Config{
+		Name:     store.LeadName,
+		Provider: cfg.Provider,
+		Model:    cfg.Model,
+		System: agent.Prompt{
+			Identity:     agent.Identity{Name: store.LeadName},
+			Workspace:    cfg.Workspace.Dir(),
+			Instructions: leadInstructions,
+		}.String(),
+		Tools:      tools,
+		Env:        &tool.Env{Workspace: cfg.Workspace, Agent: store.LeadName, Jobs: s.jobs},
+		MaxTurns:   cfg.MaxTurns,
+		Gate:       leadGate(cfg.Delegate, cfg.PermissionMode),
+		Boundaries: []agent.Boundary{s.leadBoundary},
+		Observe:    cfg.Observe,
+		Record:     s.recordLead,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.lead = lead
+	return s, nil
+}
+
+// Lead returns the lead agent.
+func (s *Session) Lead() *agent.Agent { return s.lead }
+
+// Stats returns the lead's counters.
+func (s *Session) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Team returns the active team, or ErrNoTeam.
+func (s *Session) Team() (store.Team, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.team == nil {
+		return nil, ErrNoTeam
+	}
+	return s.team, nil
+}
+
+// TeamName returns the active team's name, or "".
+func (s *Session) TeamName() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.team == nil {
+		return ""
+	}
+	return s.team.Name()
+}
+
+// Result is how a headless session ended.
+type Result struct {
+	Text  string
+	Team  string
+	Stats Stats
+	Usage llm.Usage
+}
+
+// RunHeadless gives the lead the goal and keeps the team going until the
+// lead has finished and the team is done: every teammate shut down, or idle
+// with nothing left they could take.
+func (s *Session) RunHeadless(ctx context.Context, goal string) (*Result, error) {
+	res := &Result{}
+	input := []llm.Block{llm.TextBlock(goal)}
+	idleOnly := false
+	for {
+		r, err := s.runLead(ctx, input, idleOnly)
+		if r != nil && r.Text != "" {
+			res.Text = r.Text
+		}
+		if err != nil {
+			return s.result(res), err
+		}
+		var done bool
+		input, idleOnly, done, err = s.waitLead(ctx, idleOnly)
+		if err != nil || done {
+			return s.result(res), err
+		}
+	}
+}
+
+func (s *Session) result(r *Result) *Result {
+	r.Team = s.TeamName()
+	r.Stats = s.Stats()
+	r.Usage = s.lead.Usage()
+	return r
+}
+
+// runLead runs one turn of the lead, counting its model calls.
+func (s *Session) runLead(ctx context.Context, input []llm.Block, idleOnly bool) (*agent.Result, error) {
+	s.mu.Lock()
+	s.stats.LeadWakes++
+	s.mu.Unlock()
+	r, err := s.lead.Run(ctx, input...)
+	if r != nil {
+		s.mu.Lock()
+		s.stats.LeadModelTurns += r.Turns
+		if idleOnly {
+			s.stats.LeadTurnsFromIdleOnly += r.Turns
+		}
+		s.mu.Unlock()
+	}
+	return r, err
+}
+
+// waitLead blocks until something should wake the lead and returns what to
+// give it. Messages wake it at once, with any idle notifications folded in.
+// Idle notifications alone wake it only when every teammate is idle and
+// work remains that none of them can take; when nothing remains, the team
+// is done.
+func (s *Session) waitLead(ctx context.Context, lastIdleOnly bool) (input []llm.Block, idleOnly, done bool, err error) {
+	t, err := s.Team()
+	if errors.Is(err, ErrNoTeam) {
+		return nil, false, true, nil
+	}
+	mb := t.Mailbox()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	inboxCh, err := mb.Watch(wctx, store.LeadName)
+	if err != nil {
+		return nil, false, false, err
+	}
+	boardCh, err := t.Tasks().Watch(wctx)
+	if err != nil {
+		return nil, false, false, err
+	}
+	var idle []store.Message
+	for {
+		msgs, err := s.fetchLead(ctx, t)
+		if err != nil {
+			return nil, false, false, err
+		}
+		var others []store.Message
+		for _, m := range msgs {
+			if m.Type == store.TypeIdleNotification {
+				idle = append(idle, m)
+			} else {
+				others = append(others, m)
+			}
+		}
+		if len(others) > 0 {
+			return messageBlocks(append(others, idle...)), false, false, nil
+		}
+		st, err := s.state(ctx, t)
+		if err != nil {
+			return nil, false, false, err
+		}
+		switch {
+		case st.done:
+			return nil, false, true, nil
+		case st.stuck && len(idle) > 0:
+			return messageBlocks(idle), true, false, nil
+		case st.stuck && lastIdleOnly:
+			return nil, false, true, fmt.Errorf("%w: every teammate is idle and %s", ErrStalled, st.why)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, false, ctx.Err()
+		case <-inboxCh:
+		case <-boardCh:
+		}
+	}
+}
+
+// fetchLead takes what waits in the lead's inbox without blocking, and
+// remembers the protocol requests among it.
+func (s *Session) fetchLead(ctx context.Context, t store.Team) ([]store.Message, error) {
+	now, cancel := context.WithCancel(ctx)
+	cancel()
+	msgs, err := t.Mailbox().Receive(now, store.LeadName)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	s.mu.Lock()
+	for _, m := range msgs {
+		switch m.Type {
+		case store.TypePlanApprovalRequest, store.TypePermissionRequest:
+			s.requests[m.RequestID] = m
+		}
+	}
+	s.mu.Unlock()
+	if len(msgs) > 0 {
+		// The lead's messages are acked as soon as they are handed to its
+		// conversation, which records them in the transcript.
+		s.pendingAck(t, msgs[len(msgs)-1].ID)
+	}
+	return msgs, nil
+}
+
+func (s *Session) pendingAck(t store.Team, id string) {
+	s.mu.Lock()
+	s.ackTeam, s.ackID = t, id
+	s.mu.Unlock()
+}
+
+// recordLead writes the lead's messages to its transcript, then acks the
+// inbox messages they carry.
+func (s *Session) recordLead(m llm.Message) {
+	t, err := s.Team()
+	if err != nil {
+		return
+	}
+	appendTranscript(t, store.LeadName, m, s.cfg.Logger)
+	if m.Role != llm.RoleUser {
+		return
+	}
+	s.mu.Lock()
+	at, id := s.ackTeam, s.ackID
+	s.ackTeam, s.ackID = nil, ""
+	s.mu.Unlock()
+	if at != nil && id != "" {
+		if err := at.Mailbox().Ack(context.Background(), store.LeadName, id); err != nil {
+			s.cfg.Logger.Warn("ack lead inbox", "err", err)
+		}
+	}
+}
+
+// leadBoundary delivers the lead's inbox at each of its tool boundaries.
+func (s *Session) leadBoundary(ctx context.Context, _ []string) []llm.Block {
+	t, err := s.Team()
+	if err != nil {
+		return nil
+	}
+	msgs, err := s.fetchLead(ctx, t)
+	if err != nil {
+		return nil
+	}
+	return messageBlocks(msgs)
+}
+
+// teamState is what the lead's wait needs to know of the team.
+type teamState struct {
+	done  bool   // every member shut down, or idle with no open task
+	stuck bool   // every member idle, open tasks that no idle member can take
+	why   string // for stuck: what remains
+}
+
+func (s *Session) state(ctx context.Context, t store.Team) (teamState, error) {
+	r, err := t.ReadRoster(ctx)
+	if err != nil {
+		return teamState{}, err
+	}
+	var live []store.Member
+	for _, m := range r.Members {
+		if m.Status != store.StatusShutdown {
+			live = append(live, m)
+		}
+	}
+	for _, m := range live {
+		if m.Status != store.StatusIdle {
+			return teamState{}, nil
+		}
+	}
+	tasks, err := t.Tasks().List(ctx)
+	if err != nil {
+		return teamState{}, err
+	}
+	var open []string
+	for _, task := range tasks {
+		if task.Status == store.TaskPending || task.Status == store.TaskInProgress {
+			open = append(open, "#"+task.ID)
+			if task.Claimable() == nil {
+				for _, m := range live {
+					if roleFits(task, m) {
+						return teamState{}, nil // someone will claim it
+					}
+				}
+			}
+		}
+	}
+	if len(open) == 0 {
+		return teamState{done: true}, nil
+	}
+	if len(live) == 0 {
+		return teamState{stuck: true, why: fmt.Sprintf("no teammate is left for tasks %s", strings.Join(open, ", "))}, nil
+	}
+	return teamState{stuck: true, why: fmt.Sprintf("tasks %s are open but none can be claimed", strings.Join(open, ", "))}, nil
+}
+
+// roleFits reports whether member m may take task t: a task may reserve
+// itself for a role (metadata "role"), matched against the member's role or
+// name.
+func roleFits(t store.Task, m store.Member) bool {
+	want, _ := t.Metadata["role"].(string)
+	want = strings.ToLower(strings.TrimSpace(want))
+	if want == "" {
+		return true
+	}
+	return want == strings.ToLower(m.Name) || want == strings.ToLower(strings.TrimSpace(m.Role))
+}
+
+// journal records a team event and passes it to the observer.
+func journal(ctx context.Context, t store.Team, agentName, typ string, fields map[string]any, onEvent func(store.Event), log *slog.Logger) {
+	e := store.Event{TS: time.Now().UTC(), Type: typ, Team: t.Name(), Agent: agentName, Fields: fields}
+	if err := t.Journal().Append(context.WithoutCancel(ctx), e); err != nil && log != nil {
+		log.Warn("journal", "type", typ, "err", err)
+	}
+	if onEvent != nil {
+		onEvent(e)
+	}
+}
+
+func (s *Session) journal(ctx context.Context, t store.Team, typ string, fields map[string]any) {
+	journal(ctx, t, store.LeadName, typ, fields, s.cfg.OnEvent, s.cfg.Logger)
+}
+
+// Close stops every teammate this session started and waits for them, and
+// stops the lead's background jobs. Teammates that were still running are
+// marked shut down.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	hs := make([]*handle, 0, len(s.members))
+	for _, h := range s.members {
+		hs = append(hs, h)
+	}
+	s.mu.Unlock()
+	for _, h := range hs {
+		h.cancel()
+		if h.cmd != nil && h.cmd.Process != nil {
+			_ = h.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	s.wg.Wait()
+	s.jobs.StopAll()
+	return nil
+}
+
+// running returns the names of members whose runtime is still up.
+func (s *Session) running() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for n, h := range s.members {
+		select {
+		case <-h.done:
+		default:
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// teammateHandler is the Task tool with team_name and name.
+func (s *Session) teammateHandler(ctx context.Context, _ *tool.Env, args tool.TaskArgs) tool.Result {
+	out, err := s.spawn(ctx, args)
+	if err != nil {
+		return tool.Errorf("Task: %v", err)
+	}
+	return tool.OK(out)
+}
+
+// spawn puts a new teammate on the roster, gives it its prompt as its first
+// message, and starts it.
+func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error) {
+	t, err := s.Team()
+	if err != nil {
+		return "", err
+	}
+	if args.TeamName != "" && !strings.EqualFold(args.TeamName, t.Name()) {
+		return "", fmt.Errorf("team %q is not this session's team (%s)", args.TeamName, t.Name())
+	}
+	name, err := store.NormalizeMemberName(args.Name)
+	if err != nil {
+		return "", err
+	}
+	if name == store.LeadName {
+		return "", fmt.Errorf("%q is the lead's name", name)
+	}
+	mode := args.PermissionMode
+	if mode == "" {
+		mode = s.cfg.PermissionMode
+	}
+	if !validPermissionMode(mode) || mode == PermDelegate {
+		return "", fmt.Errorf("permission_mode %q is not one of %s", mode, strings.Join(teammateModes, ", "))
+	}
+	model := args.Model
+	if model == "" {
+		model = s.cfg.TeammateModel
+	}
+	role := strings.TrimSpace(args.Role)
+	if role == "" {
+		role = strings.TrimSpace(args.SubagentType)
+	}
+	now := time.Now().UTC()
+	_, err = t.UpdateRoster(ctx, func(r *store.Roster) error {
+		if m, ok := r.Member(name); ok {
+			if m.Status != store.StatusShutdown {
+				return fmt.Errorf("a teammate called %q is already on the team (%s); message it instead of spawning another", name, m.Status)
+			}
+			// A member that was shut down may be spawned again.
+			*m = store.Member{}
+			r.Members = removeMember(r.Members, name)
+		}
+		r.Members = append(r.Members, store.Member{
+			Name: name, Role: role, Model: model, AgentType: "teammate", Status: store.StatusWorking,
+			PlanModeRequired: args.PlanModeRequired, PermissionMode: mode, CWD: s.cfg.Workspace.Dir(),
+			JoinedAt: now, HeartbeatAt: now,
+		})
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	prompt := strings.TrimSpace(args.Prompt)
+	if prompt == "" {
+		prompt = args.Description
+	}
+	if _, err := t.Mailbox().Send(ctx, store.Message{Type: store.TypeMessage, From: store.LeadName, To: name, Content: prompt, Summary: args.Description}); err != nil {
+		return "", fmt.Errorf("give %s its prompt: %w", name, err)
+	}
+	s.journal(ctx, t, "spawn", map[string]any{"member": name, "role": role, "model": model, "plan_mode_required": args.PlanModeRequired, "permission_mode": mode, "mode": s.cfg.TeammateMode})
+	if err := s.start(t, name); err != nil {
+		return "", err
+	}
+	desc := name
+	if role != "" {
+		desc += " (" + role + ")"
+	}
+	return fmt.Sprintf("Spawned teammate %s in team %s. It has your prompt as its first message and will claim unblocked tasks when idle.", desc, t.Name()), nil
+}
+
+func removeMember(ms []store.Member, name string) []store.Member {
+	out := ms[:0]
+	for _, m := range ms {
+		if m.Name != name {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// start runs a roster member, in process or as its own process.
+func (s *Session) start(t store.Team, name string) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &handle{name: name, cancel: cancel, done: make(chan struct{})}
+	if s.cfg.TeammateMode == ModeProcess {
+		argv := append(append([]string(nil), s.cfg.AgentCommand...), "--team", t.Name(), "--name", name)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), s.cfg.AgentEnv...)
+		cmd.Dir = s.cfg.Workspace.Dir()
+		cmd.Stdout, cmd.Stderr = nil, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			cancel()
+			return fmt.Errorf("start teammate process %s: %w", name, err)
+		}
+		h.cmd = cmd
+		s.mu.Lock()
+		s.members[name] = h
+		s.mu.Unlock()
+		s.wg.Go(func() {
+			defer close(h.done)
+			_ = cmd.Wait()
+		})
+		return nil
+	}
+	m, err := NewMember(MemberConfig{
+		Team: t, Name: name, Provider: s.cfg.Provider, Workspace: s.cfg.Workspace,
+		DefaultModel: s.cfg.TeammateModel, IdleTimeout: s.cfg.IdleTimeout, MaxTurns: s.cfg.MaxTurns,
+		Observe: s.cfg.Observe, OnEvent: s.cfg.OnEvent, Logger: s.cfg.Logger,
+	})
+	if err != nil {
+		cancel()
+		return err
+	}
+	h.member = m
+	s.mu.Lock()
+	s.members[name] = h
+	s.mu.Unlock()
+	s.wg.Go(func() {
+		defer close(h.done)
+		if err := m.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			s.cfg.Logger.Warn("teammate stopped", "name", name, "err", err)
+		}
+	})
+	return nil
+}
