@@ -52,7 +52,7 @@ type Member struct {
 	planPending  string          // request_id of the plan awaiting approval
 	planApproved bool
 	permWaiting  map[string]chan bool // permission request_id -> answer
-	shutdownReqs map[string]string    // shutdown request_id -> requester
+	shutdownReqs map[string]string    // unanswered shutdown request_id -> requester
 	stopAfter    bool                 // a shutdown was approved: stop at the next boundary
 	stopRun      context.CancelFunc
 	nudged       map[string]bool // own unfinished tasks already nudged this idle period
@@ -423,11 +423,12 @@ func (m *Member) idle(ctx context.Context) ([]llm.Block, string, error) {
 func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, exit bool, err error) {
 	m.mu.Lock()
 	queued := len(m.queue) > 0
+	// A shutdown request nobody answered yet: still queued, or delivered
+	// while the member worked and left unanswered by its model.
 	var shutdown *store.Message
-	for i := range m.queue {
-		if m.queue[i].Type == store.TypeShutdownRequest {
-			shutdown = &m.queue[i]
-		}
+	for id, from := range m.shutdownReqs {
+		shutdown = &store.Message{RequestID: id, From: from}
+		break
 	}
 	planWait := m.planPending != ""
 	m.mu.Unlock()

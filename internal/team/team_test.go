@@ -447,4 +447,3 @@ func rosterMember(r store.Roster, name string) (store.Member, bool) {
 	}
 	return *m, true
 }
-

@@ -346,6 +346,9 @@ func (b *binding) sendMessage(ctx context.Context, a sendMessageArgs) (string, e
 		if !*a.Approve && strings.TrimSpace(a.Reason) == "" && strings.TrimSpace(a.Content) == "" {
 			return "", errors.New("refusing a shutdown needs a reason")
 		}
+		m.mu.Lock()
+		delete(m.shutdownReqs, a.RequestID)
+		m.mu.Unlock()
 		if from == "" || from == store.HumanName {
 			from = store.LeadName
 		}
