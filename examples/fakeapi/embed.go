@@ -10,3 +10,8 @@ import _ "embed"
 //
 //go:embed single-agent.yaml
 var SingleAgent []byte
+
+// RESTToGraphQL is rest-to-graphql.yaml: the team story of `troupe demo`.
+//
+//go:embed rest-to-graphql.yaml
+var RESTToGraphQL []byte

@@ -3,9 +3,11 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,17 +16,32 @@ import (
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/team"
 )
+
+// demoGoal is what the demo's lead is asked.
+const demoGoal = "Migrate the REST API of this blog to GraphQL. Use a team: analyse the endpoints, design the schema, implement the resolvers, update the frontend."
+
+// demoFiles are the files the demo's team writes.
+var demoFiles = []string{"docs/rest-endpoints.md", "schema.graphql", "src/resolvers.js", "web/src/api.js"}
 
 // demoReport is the --json output of `troupe demo`.
 type demoReport struct {
-	Workspace   string `json:"workspace"`
-	ModelTurns  int    `json:"model_turns"`
-	ToolCalls   int    `json:"tool_calls"`
-	ToolErrors  int    `json:"tool_errors"`
-	FileContent string `json:"file_content"`
-	OK          bool   `json:"ok"`
-	DurationMS  int64  `json:"duration_ms"`
+	Workspace             string         `json:"workspace"`
+	Team                  string         `json:"team"`
+	TasksTotal            int            `json:"tasks_total"`
+	TasksCompleted        int            `json:"tasks_completed"`
+	Teammates             int            `json:"teammates"`
+	Messages              int            `json:"messages"`
+	LeadModelTurns        int            `json:"lead_model_turns"`
+	LeadTurnsFromIdleOnly int            `json:"lead_turns_from_idle_only"`
+	ModelCalls            int            `json:"model_calls"`
+	FilesWritten          []string       `json:"files_written"`
+	PlanApprovals         map[string]int `json:"plan_approvals"`
+	TeammateMode          string         `json:"teammate_mode"`
+	DurationMS            int64          `json:"duration_ms"`
+	OK                    bool           `json:"ok"`
 }
 
 func (a *app) demoCmd() *cobra.Command {
@@ -32,25 +49,31 @@ func (a *app) demoCmd() *cobra.Command {
 		asJSON   bool
 		headless bool
 		latency  time.Duration
+		mode     string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Play troupe offline on the bundled scripted model (no API key needed)",
-		Long: `Runs an agent against the bundled scripted model (the fake Anthropic API,
-in process, over loopback HTTP) in a temporary workspace unless --workspace is
-given. The agent writes hello.txt, edits it and shows it with bash, exactly as
-it would against the real API.`,
+		Short: "Play a whole team's work offline on the bundled scripted model (no API key needed)",
+		Long: `Plays seed 000's story on the bundled scripted model (the fake Anthropic API, in
+process, over loopback HTTP): the lead creates a team and four chained tasks
+(analyse the REST endpoints -> design the GraphQL schema -> implement the
+resolvers -> update the frontend), spawns an analyst, a backend developer in
+plan mode and a frontend developer, who claim their tasks by themselves, write
+real files, message each other and broadcast; the backend's first plan is
+rejected with feedback and the revised one approved; then everyone is shut down
+and the team deleted. Runs in a temporary workspace unless --workspace is given.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.runDemo(asJSON, latency)
+			return a.runDemo(asJSON, latency, mode)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON report at the end")
-	cmd.Flags().BoolVar(&headless, "headless", false, "plain text output (the default until the terminal UI exists)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "end with one JSON object of figures")
+	cmd.Flags().BoolVar(&headless, "headless", false, "plain text timeline (the default until the terminal UI exists)")
 	cmd.Flags().DurationVar(&latency, "model-latency", 0, "delay every model reply by this much")
+	cmd.Flags().StringVar(&mode, "teammate-mode", team.ModeInProcess, "in-process or process")
 	return cmd
 }
 
-func (a *app) runDemo(asJSON bool, latency time.Duration) error {
+func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
 	dir := a.workspace
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "troupe-demo-")
@@ -63,7 +86,7 @@ func (a *app) runDemo(asJSON bool, latency time.Duration) error {
 		return withCode(ExitError, err)
 	}
 	dir, _ = filepath.Abs(dir)
-	script, err := fakeapi.ParseScript(fakeapiexamples.SingleAgent)
+	script, err := fakeapi.ParseScript(fakeapiexamples.RESTToGraphQL)
 	if err != nil {
 		return withCode(ExitError, fmt.Errorf("bundled script: %w", err))
 	}
@@ -77,57 +100,213 @@ func (a *app) runDemo(asJSON bool, latency time.Duration) error {
 	if err != nil {
 		return withCode(ExitError, err)
 	}
+	e, err := a.openEnv(dir, a.stderr)
+	if err != nil {
+		return withCode(ExitError, err)
+	}
+	defer e.close()
 
-	rep := demoReport{Workspace: dir}
-	say := func(format string, args ...any) {
-		if !asJSON {
-			fmt.Fprintf(a.stdout, format+"\n", args...)
-		}
+	out := io.Discard
+	if !asJSON {
+		out = a.stdout
 	}
-	say("troupe demo: one agent on the bundled scripted model, workspace %s", dir)
-	start := time.Now()
-	observe := func(ev agent.Event) {
-		stamp := fmt.Sprintf("%6.2fs", time.Since(start).Seconds())
-		switch ev.Type {
-		case agent.EventMessage:
-			if t := strings.TrimSpace(ev.Message.Text()); t != "" {
-				say("%s %s: %s", stamp, ev.Agent, t)
-			}
-		case agent.EventToolCall:
-			rep.ToolCalls++
-			say("%s %s → %s %s", stamp, ev.Agent, ev.Call.Name, oneLine(string(ev.Call.Input), 90))
-		case agent.EventToolResult:
-			mark := "ok"
-			if ev.Result.IsError {
-				mark = "error"
-				rep.ToolErrors++
-			}
-			say("%s %s ← %s %s: %s", stamp, ev.Agent, ev.Call.Name, mark, oneLine(ev.Result.Content, 90))
-		case agent.EventRetry:
-			say("%s %s model call failed (%v), retrying", stamp, ev.Agent, ev.Err)
-		}
+	tl := &timeline{w: out, start: time.Now()}
+	tally := newTally()
+	flags := teamFlags{teammateMode: mode, permissionMode: team.PermBypass}
+	cfg, err := a.sessionConfig(e, provider, "", 0, &flags)
+	if err != nil {
+		return withCode(ExitError, err)
 	}
-	res, runErr := runLone(a.ctx, loneRun{provider: provider, dir: dir, prompt: "Create hello.txt saying hello, edit it, and show it.", observe: observe})
-	rep.DurationMS = time.Since(start).Milliseconds()
+	cfg.Observe = tl.agentEvent
+	cfg.OnEvent = func(ev store.Event) {
+		tally.observe(ev)
+		tl.teamEvent(ev)
+	}
+	cfg.AgentEnv = []string{"ANTHROPIC_API_KEY=demo", "ANTHROPIC_BASE_URL=" + base}
+	sess, err := team.NewSession(cfg)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	fmt.Fprintf(out, "troupe demo: a team on the bundled scripted model, in %s\n\n", dir)
+	res, runErr := sess.RunHeadless(a.ctx, demoGoal)
+	closeErr := sess.Close()
+
+	rep := demoReport{Workspace: dir, TeammateMode: mode, DurationMS: time.Since(tl.start).Milliseconds(), PlanApprovals: tl.plans()}
 	if res != nil {
-		rep.ModelTurns = res.Turns
+		rep.LeadModelTurns, rep.LeadTurnsFromIdleOnly = res.Stats.LeadModelTurns, res.Stats.LeadTurnsFromIdleOnly
 	}
-	data, _ := os.ReadFile(filepath.Join(dir, "hello.txt"))
-	rep.FileContent = string(data)
-	rep.OK = runErr == nil && strings.TrimSpace(rep.FileContent) == "hello from troupe, edited" && fake.Unmatched() == 0
+	tally.mu.Lock()
+	rep.Team = strings.Join(tally.teams, ",")
+	rep.TasksTotal, rep.TasksCompleted, rep.Teammates, rep.Messages = len(tally.tasks), len(tally.completed), len(tally.teammates), tally.messages
+	tally.mu.Unlock()
+	rep.ModelCalls = len(fake.Requests())
+	for _, f := range demoFiles {
+		if st, err := os.Stat(filepath.Join(dir, f)); err == nil && st.Size() > 0 {
+			rep.FilesWritten = append(rep.FilesWritten, f)
+		}
+	}
+	rep.OK = runErr == nil && closeErr == nil && fake.Unmatched() == 0 && rep.TasksTotal == 4 && rep.TasksCompleted == 4 &&
+		len(rep.FilesWritten) == len(demoFiles)
 	if asJSON {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(rep)
 	} else {
-		say("hello.txt: %q", strings.TrimSpace(rep.FileContent))
-		say("%d model turns, %d tool calls, %.2fs", rep.ModelTurns, rep.ToolCalls, float64(rep.DurationMS)/1000)
+		if res != nil && res.Text != "" {
+			fmt.Fprintf(out, "\n%s\n", res.Text)
+		}
+		fmt.Fprintf(out, "\n%d/%d tasks completed by %d teammates, %d messages, %d model calls (lead %d, of which %d woken by idle notices alone), %.1fs\n",
+			rep.TasksCompleted, rep.TasksTotal, rep.Teammates, rep.Messages, rep.ModelCalls, rep.LeadModelTurns, rep.LeadTurnsFromIdleOnly,
+			float64(rep.DurationMS)/1000)
+		fmt.Fprintf(out, "files: %s (in %s)\n", strings.Join(rep.FilesWritten, ", "), dir)
 	}
-	if runErr != nil {
+	switch {
+	case runErr != nil:
 		return withCode(ExitError, runErr)
-	}
-	if !rep.OK {
-		return withCode(ExitError, fmt.Errorf("the demo did not end as scripted (hello.txt: %q)", rep.FileContent))
+	case closeErr != nil:
+		return withCode(ExitError, closeErr)
+	case fake.Unmatched() > 0:
+		for _, r := range fake.Requests() {
+			if r.Rule < 0 && r.Status == 200 {
+				e.logger.Warn("demo call off script", "call", r.N, "agent", r.Agent, "last_turn", lastTurnText(r.Body))
+			}
+		}
+		return withCode(ExitError, fmt.Errorf("the demo went off script: %d model calls matched no rule (see %s)", fake.Unmatched(), filepath.Join(e.stateDir, "troupe.log")))
+	case !rep.OK:
+		return withCode(ExitError, fmt.Errorf("the demo did not finish: %d/%d tasks completed, files %v", rep.TasksCompleted, rep.TasksTotal, rep.FilesWritten))
 	}
 	return nil
+}
+
+// timeline prints a team's work as it happens, one line per thing a person
+// would want to see.
+type timeline struct {
+	w     io.Writer
+	start time.Time
+	mu    sync.Mutex
+	plan  map[string]int
+}
+
+func (t *timeline) line(who, format string, args ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fmt.Fprintf(t.w, "%6.2fs  %-10s %s\n", time.Since(t.start).Seconds(), who, fmt.Sprintf(format, args...))
+}
+
+func (t *timeline) plans() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range t.plan {
+		out[k] = v
+	}
+	return out
+}
+
+func (t *timeline) agentEvent(ev agent.Event) {
+	switch ev.Type {
+	case agent.EventToolCall:
+		var in struct {
+			Path    string `json:"path"`
+			Command string `json:"command"`
+		}
+		_ = json.Unmarshal(ev.Call.Input, &in)
+		switch ev.Call.Name {
+		case "write_file":
+			t.line(ev.Agent, "writes %s", in.Path)
+		case "edit_file":
+			t.line(ev.Agent, "edits %s", in.Path)
+		case "bash":
+			t.line(ev.Agent, "runs %s", oneLine(in.Command, 60))
+		}
+	case agent.EventToolResult:
+		if ev.Result.IsError {
+			t.line(ev.Agent, "%s failed: %s", ev.Call.Name, oneLine(ev.Result.Content, 80))
+		}
+	case agent.EventRetry:
+		t.line(ev.Agent, "model call failed (%v), retrying", ev.Err)
+	}
+}
+
+func (t *timeline) teamEvent(e store.Event) {
+	f := func(k string) string {
+		switch v := e.Fields[k].(type) {
+		case string:
+			return v
+		case nil:
+			return ""
+		default:
+			return fmt.Sprint(v)
+		}
+	}
+	switch e.Type {
+	case "team_create":
+		t.line(e.Agent, "creates team %s", e.Team)
+	case "task_create":
+		t.line(e.Agent, "adds task #%s: %s", f("task"), f("subject"))
+	case "task_update":
+		if deps, ok := e.Fields["add_blocked_by"].([]string); ok {
+			t.line(e.Agent, "task #%s waits for #%s", f("task"), strings.Join(deps, ", #"))
+		}
+	case "spawn":
+		extra := ""
+		if e.Fields["plan_mode_required"] == true {
+			extra = ", plan mode"
+		}
+		t.line(e.Agent, "spawns %s (%s%s)", f("member"), f("role"), extra)
+	case "claim":
+		t.line(e.Agent, "claims task #%s: %s", f("task"), f("subject"))
+	case "complete":
+		t.line(e.Agent, "completes task #%s", f("task"))
+	case "status":
+		switch f("status") {
+		case store.StatusIdle:
+			t.line(e.Agent, "is idle")
+		case store.StatusShutdown:
+			t.line(e.Agent, "has shut down")
+		}
+	case "send":
+		typ := f("type")
+		if typ == store.TypeIdleNotification {
+			return
+		}
+		text := f("content")
+		switch typ {
+		case store.TypeMessage:
+			t.line(e.Agent, "→ %s: %s", f("to"), oneLine(text, 90))
+		case store.TypeBroadcast:
+			t.line(e.Agent, "→ %s (broadcast): %s", f("to"), oneLine(text, 80))
+		case store.TypePlanApprovalResponse:
+			verdict := "rejects"
+			if e.Fields["approve"] == true {
+				verdict = "approves"
+			}
+			t.mu.Lock()
+			if t.plan == nil {
+				t.plan = map[string]int{}
+			}
+			t.plan[verdict]++
+			t.mu.Unlock()
+			if fb := f("feedback"); fb != "" {
+				text = fb
+			}
+			t.line(e.Agent, "%s %s's plan: %s", verdict, f("to"), oneLine(text, 70))
+		default:
+			t.line(e.Agent, "→ %s [%s] %s", f("to"), typ, oneLine(text, 70))
+		}
+	case "team_delete":
+		t.line(e.Agent, "deletes team %s", e.Team)
+	}
+}
+
+// lastTurnText is the text of the last message of a Messages API request
+// body, for diagnostics.
+func lastTurnText(body []byte) string {
+	var req struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if json.Unmarshal(body, &req) != nil || len(req.Messages) == 0 {
+		return ""
+	}
+	return oneLine(string(req.Messages[len(req.Messages)-1]), 600)
 }

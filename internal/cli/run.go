@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +15,8 @@ import (
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/llm/anthropic"
-	"github.com/troupe-dev/troupe/internal/tool"
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/team"
 )
 
 // runFlags are the flags of a headless run (`troupe -p`).
@@ -27,6 +27,7 @@ type runFlags struct {
 	maxTurns     int
 	maxRetries   int
 	verbose      bool
+	team         teamFlags
 }
 
 func (a *app) addRunFlags(root *cobra.Command) {
@@ -37,6 +38,7 @@ func (a *app) addRunFlags(root *cobra.Command) {
 	root.Flags().IntVar(&f.maxTurns, "max-turns", 0, "stop after this many model calls (0: no limit)")
 	root.Flags().IntVar(&f.maxRetries, "max-retries", 5, "retries of a failed model call (429, 529, 5xx, broken connections)")
 	root.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "show tool calls and results on stderr (text output)")
+	f.team.add(root.Flags())
 	root.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
 			return fmt.Errorf("unknown command %q; see troupe --help", args[0])
@@ -87,12 +89,37 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	e, err := a.openEnv(dir, a.stderr)
+	if err != nil {
+		return withCode(ExitError, err)
+	}
+	defer e.close()
 	out := newRunOutput(f.outputFormat, a.stdout, a.stderr, f.verbose)
+	cfg, err := a.sessionConfig(e, provider, f.model, f.maxTurns, &f.team)
+	if err != nil {
+		return withCode(ExitError, err)
+	}
+	var sess *team.Session
+	tl := newTally()
+	cfg.Observe = observeWithTeam(func() *team.Session { return sess }, out.observe)
+	cfg.OnEvent = func(ev store.Event) {
+		tl.observe(ev)
+		out.teamEvent(ev)
+	}
+	if f.team.teammateMode == team.ModeProcess {
+		cfg.AgentEnv = []string{"ANTHROPIC_BASE_URL=" + os.Getenv("ANTHROPIC_BASE_URL")}
+	}
+	sess, err = team.NewSession(cfg)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
 	start := time.Now()
-	res, runErr := runLone(a.ctx, loneRun{
-		provider: provider, dir: dir, model: f.model, maxTurns: f.maxTurns, prompt: f.prompt, observe: out.observe,
-	})
-	out.finish(res, runErr, time.Since(start))
+	res, runErr := sess.RunHeadless(a.ctx, f.prompt)
+	closeErr := sess.Close()
+	out.finish(res, tl, runErr, time.Since(start))
+	if runErr == nil && closeErr != nil {
+		runErr = closeErr
+	}
 	switch {
 	case runErr == nil:
 		return nil
@@ -102,58 +129,6 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 		return withCode(ExitEndpoint, fmt.Errorf("cannot reach the model endpoint %s: %v", base, runErr))
 	default:
 		return withCode(ExitError, runErr)
-	}
-}
-
-// loneRun is one agent run without a team.
-type loneRun struct {
-	provider llm.Provider
-	dir      string
-	model    string
-	maxTurns int
-	prompt   string
-	observe  func(agent.Event)
-}
-
-// runLone runs the lead agent alone on prompt in the workspace dir.
-func runLone(ctx context.Context, r loneRun) (*agent.Result, error) {
-	ws, err := tool.OpenWorkspace(r.dir)
-	if err != nil {
-		return nil, fmt.Errorf("open workspace: %w", err)
-	}
-	defer ws.Close()
-	jobs := tool.NewJobs()
-	defer jobs.StopAll()
-	ag, err := agent.New(agent.Config{
-		Name:       "team-lead",
-		Provider:   r.provider,
-		Model:      r.model,
-		System:     agent.Prompt{Identity: agent.Identity{Name: "team-lead"}, Workspace: ws.Dir()}.String(),
-		Tools:      tool.NewRegistry(append(tool.Builtins(), tool.JobTools()...)...),
-		Env:        &tool.Env{Workspace: ws, Agent: "team-lead", Jobs: jobs},
-		MaxTurns:   r.maxTurns,
-		Observe:    r.observe,
-		Boundaries: []agent.Boundary{jobAnnouncer(jobs)},
-	})
-	if err != nil {
-		return nil, err
-	}
-	return ag.Run(ctx, llm.TextBlock(r.prompt))
-}
-
-// jobAnnouncer tells the agent, at its next tool boundary, which background
-// jobs finished since.
-func jobAnnouncer(jobs *tool.Jobs) agent.Boundary {
-	return func(_ context.Context, _ []string) []llm.Block {
-		done := jobs.TakeFinished()
-		if len(done) == 0 {
-			return nil
-		}
-		var b strings.Builder
-		for _, j := range done {
-			fmt.Fprintf(&b, "<background-job id=%q state=%q>%s finished; read its output with TaskOutput.</background-job>\n", j.ID, j.State, j.Description)
-		}
-		return []llm.Block{llm.TextBlock(strings.TrimSpace(b.String()))}
 	}
 }
 
@@ -236,28 +211,29 @@ func (o *runOutput) observe(ev agent.Event) {
 // runSummary is the --output-format json result, and the last line of
 // stream-json.
 type runSummary struct {
-	Type       string    `json:"type"`
-	Agent      string    `json:"agent"`
-	Team       string    `json:"team"`
-	Result     string    `json:"result"`
-	IsError    bool      `json:"is_error"`
-	Error      string    `json:"error,omitempty"`
-	StopReason string    `json:"stop_reason,omitempty"`
-	Turns      int       `json:"turns"`
-	DurationMS int64     `json:"duration_ms"`
-	Usage      llm.Usage `json:"usage"`
+	Type       string     `json:"type"`
+	Agent      string     `json:"agent"`
+	Team       string     `json:"team"`
+	Result     string     `json:"result"`
+	IsError    bool       `json:"is_error"`
+	Error      string     `json:"error,omitempty"`
+	Turns      int        `json:"turns"`
+	DurationMS int64      `json:"duration_ms"`
+	Usage      llm.Usage  `json:"usage"`
+	Stats      team.Stats `json:"stats"`
+	Summary    string     `json:"summary,omitempty"`
 }
 
-func (o *runOutput) finish(res *agent.Result, err error, d time.Duration) {
+func (o *runOutput) finish(res *team.Result, tl *tally, err error, d time.Duration) {
 	if res == nil {
-		res = &agent.Result{}
+		res = &team.Result{}
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch o.format {
 	case "json", "stream-json":
-		s := runSummary{Type: "result", Agent: "team-lead", Result: res.Text, StopReason: string(res.StopReason),
-			Turns: res.Turns, DurationMS: d.Milliseconds(), Usage: res.Usage}
+		s := runSummary{Type: "result", Agent: store.LeadName, Team: res.Team, Result: res.Text,
+			Turns: res.Stats.LeadModelTurns, DurationMS: d.Milliseconds(), Usage: res.Usage, Stats: res.Stats, Summary: tl.summary()}
 		if err != nil {
 			s.IsError, s.Error = true, err.Error()
 		}
@@ -265,6 +241,30 @@ func (o *runOutput) finish(res *agent.Result, err error, d time.Duration) {
 	default:
 		if res.Text != "" {
 			fmt.Fprintln(o.stdout, strings.TrimRight(res.Text, "\n"))
+		}
+		if sum := tl.summary(); sum != "" {
+			fmt.Fprintf(o.stdout, "\n%s; lead model turns %d (%d from idle notifications alone)\n", sum, res.Stats.LeadModelTurns, res.Stats.LeadTurnsFromIdleOnly)
+		}
+	}
+}
+
+// teamEvent writes a team journal event (stream-json only, or a line with
+// -v).
+func (o *runOutput) teamEvent(e store.Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch o.format {
+	case "stream-json":
+		line := map[string]any{"type": e.Type, "agent": e.Agent, "team": e.Team, "ts": e.TS}
+		for k, v := range e.Fields {
+			if _, taken := line[k]; !taken {
+				line[k] = v
+			}
+		}
+		_ = o.enc.Encode(line)
+	case "text":
+		if o.verbose {
+			fmt.Fprintf(o.stderr, "· %s %s %s\n", e.Agent, e.Type, oneLine(fmt.Sprint(e.Fields), 140))
 		}
 	}
 }

@@ -114,12 +114,7 @@ func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
 	}
 	name := r.Name(typ)
 	list := new(todo.List)
-	var builtins []tool.Tool
-	for _, t := range append(tool.Builtins(), tool.TodoWriteTool(list)) {
-		if slices.Contains(spec.tools, t.Spec().Name) {
-			builtins = append(builtins, t)
-		}
-	}
+	builtins, _ := Tools(typ, list)
 	iterations := r.MaxIterations
 	if iterations <= 0 {
 		iterations = DefaultMaxIterations
@@ -169,6 +164,22 @@ func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
 		return fmt.Sprintf("[%s ended without a report.]", name), nil
 	}
 	return text, nil
+}
+
+// Tools returns the tools a subagent of type typ is given, in the order the
+// model is offered them; list backs its TodoWrite, if it has one.
+func Tools(typ string, list *todo.List) ([]tool.Tool, error) {
+	spec, ok := types[typ]
+	if !ok {
+		return nil, fmt.Errorf("%w %q; the types are: %s", ErrUnknownType, typ, strings.Join(Types(), ", "))
+	}
+	var out []tool.Tool
+	for _, t := range append(tool.Builtins(), tool.TodoWriteTool(list)) {
+		if slices.Contains(spec.tools, t.Spec().Name) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 func instructions(parent, typ string) string {

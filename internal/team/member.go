@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/todo"
 	"github.com/troupe-dev/troupe/internal/tool"
 )
 
@@ -28,9 +29,11 @@ type MemberConfig struct {
 	DefaultModel string
 	IdleTimeout  time.Duration
 	MaxTurns     int
-	Observe      func(agent.Event)
-	OnEvent      func(store.Event)
-	Logger       *slog.Logger
+	// Sections are added to the system prompt (project memory, …).
+	Sections []string
+	Observe  func(agent.Event)
+	OnEvent  func(store.Event)
+	Logger   *slog.Logger
 }
 
 // Member is a persistent teammate: its own agent loop and context, an idle
@@ -88,6 +91,8 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	if m.plan {
 		instr += "\n\n" + planModeInstructions
 	}
+	list := &todo.List{}
+	compactor, onCompact := compaction(func() (store.Team, error) { return cfg.Team, nil }, m.name, cfg.Logger)
 	ag, err := agent.New(agent.Config{
 		Name:     m.name,
 		Team:     r.Name,
@@ -97,14 +102,18 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 			Identity:     id,
 			Workspace:    cfg.Workspace.Dir(),
 			Instructions: instr,
+			Sections:     cfg.Sections,
 		}.String(),
-		Tools:      tool.NewRegistry(append(tool.Builtins(), teammateTools(b)...)...),
+		Tools:      teammateRegistry(b, list),
 		Env:        &tool.Env{Workspace: cfg.Workspace, Agent: m.name, Team: r.Name, Jobs: m.jobs},
 		MaxTurns:   cfg.MaxTurns,
 		Gate:       m.gate,
-		Boundaries: []agent.Boundary{m.boundary},
+		Boundaries: []agent.Boundary{m.boundary, agent.TodoReminder(list), jobAnnouncer(m.jobs)},
 		Observe:    cfg.Observe,
 		Record:     m.record,
+		Identity:   id.Line(),
+		Compactor:  compactor,
+		OnCompact:  onCompact,
 	})
 	if err != nil {
 		return nil, err
@@ -235,6 +244,9 @@ func sentFields(m store.Message) map[string]any {
 	}
 	if m.Summary != "" {
 		f["summary"] = m.Summary
+	}
+	if m.Feedback != "" {
+		f["feedback"] = m.Feedback
 	}
 	if m.Content != "" {
 		f["content"] = oneLine(m.Content, 200)

@@ -21,9 +21,12 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/compact"
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/skill"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/subagent"
+	"github.com/troupe-dev/troupe/internal/todo"
 	"github.com/troupe-dev/troupe/internal/tool"
 )
 
@@ -75,7 +78,11 @@ type Config struct {
 	// ShutdownWait bounds how long TeamDelete waits for members to stop
 	// (default 2m).
 	ShutdownWait time.Duration
-	Logger       *slog.Logger
+	// Sections are added to every agent's system prompt (project memory,
+	// the skills list); Skills backs the lead's Skill tool.
+	Sections []string
+	Skills   *skill.Set
+	Logger   *slog.Logger
 }
 
 // Stats counts what the lead spent.
@@ -99,6 +106,7 @@ type Session struct {
 	stats    Stats
 	ackTeam  store.Team // the lead's inbox messages handed to its conversation,
 	ackID    string     // acked once the conversation has recorded them
+	follower *follower
 
 	wg sync.WaitGroup
 }
@@ -140,31 +148,31 @@ func NewSession(cfg Config) (*Session, error) {
 	}
 	s := &Session{cfg: cfg, members: map[string]*handle{}, requests: map[string]store.Message{}, jobs: tool.NewJobs()}
 	b := &binding{self: store.LeadName, lead: true, sess: s}
-	sub := &subagent.Runner{Provider: cfg.Provider, Model: cfg.Model, Workspace: cfg.Workspace, Parent: store.LeadName, Observe: cfg.Observe}
-	tools := tool.NewRegistry(tool.Builtins()...)
-	for _, t := range leadTools(b) {
-		tools.Add(t)
-	}
-	tools.Add(tool.TaskTool(tool.TaskHandlers{Subagent: subagent.Handler(sub), Teammate: s.teammateHandler}))
-	for _, t := range tool.JobTools() {
-		tools.Add(t)
-	}
+	sub := &subagent.Runner{Provider: cfg.Provider, Model: cfg.Model, Workspace: cfg.Workspace, Parent: store.LeadName,
+		Observe: cfg.Observe, Gate: leadGate(cfg.Delegate, cfg.PermissionMode), Compactor: &compact.Compactor{}}
+	list := &todo.List{}
+	id := agent.Identity{Name: store.LeadName}
+	compactor, onCompact := compaction(s.Team, store.LeadName, cfg.Logger)
 	lead, err := agent.New(agent.Config{
 		Name:     store.LeadName,
 		Provider: cfg.Provider,
 		Model:    cfg.Model,
 		System: agent.Prompt{
-			Identity:     agent.Identity{Name: store.LeadName},
+			Identity:     id,
 			Workspace:    cfg.Workspace.Dir(),
 			Instructions: leadInstructions,
+			Sections:     cfg.Sections,
 		}.String(),
-		Tools:      tools,
+		Tools:      leadRegistry(b, list, cfg.Skills, tool.TaskHandlers{Subagent: subagent.Handler(sub), Teammate: s.teammateHandler}),
 		Env:        &tool.Env{Workspace: cfg.Workspace, Agent: store.LeadName, Jobs: s.jobs},
 		MaxTurns:   cfg.MaxTurns,
 		Gate:       leadGate(cfg.Delegate, cfg.PermissionMode),
-		Boundaries: []agent.Boundary{s.leadBoundary},
+		Boundaries: []agent.Boundary{s.leadBoundary, agent.TodoReminder(list), jobAnnouncer(s.jobs)},
 		Observe:    cfg.Observe,
 		Record:     s.recordLead,
+		Identity:   id.Line(),
+		Compactor:  compactor,
+		OnCompact:  onCompact,
 	})
 	if err != nil {
 		return nil, err
@@ -409,6 +417,16 @@ func (s *Session) state(ctx context.Context, t store.Team) (teamState, error) {
 			return teamState{}, nil
 		}
 	}
+	// An idle member with mail waiting is about to wake.
+	for _, m := range live {
+		waiting, err := t.Mailbox().Peek(ctx, m.Name)
+		if err != nil {
+			return teamState{}, err
+		}
+		if len(waiting) > 0 {
+			return teamState{}, nil
+		}
+	}
 	tasks, err := t.Tasks().List(ctx)
 	if err != nil {
 		return teamState{}, err
@@ -480,6 +498,7 @@ func (s *Session) Close() error {
 	}
 	s.wg.Wait()
 	s.jobs.StopAll()
+	s.stopFollowing()
 	return nil
 }
 
@@ -497,6 +516,22 @@ func (s *Session) running() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// jobAnnouncer tells an agent, at its next tool boundary, which of its
+// background jobs finished since.
+func jobAnnouncer(jobs *tool.Jobs) agent.Boundary {
+	return func(context.Context, []string) []llm.Block {
+		done := jobs.TakeFinished()
+		if len(done) == 0 {
+			return nil
+		}
+		var b strings.Builder
+		for _, j := range done {
+			fmt.Fprintf(&b, "<background-job id=%q state=%q>%s finished; read its output with TaskOutput.</background-job>\n", j.ID, j.State, j.Description)
+		}
+		return []llm.Block{llm.TextBlock(strings.TrimSpace(b.String()))}
+	}
 }
 
 // teammateHandler is the Task tool with team_name and name.
@@ -616,7 +651,7 @@ func (s *Session) start(t store.Team, name string) error {
 	m, err := NewMember(MemberConfig{
 		Team: t, Name: name, Provider: s.cfg.Provider, Workspace: s.cfg.Workspace,
 		DefaultModel: s.cfg.TeammateModel, IdleTimeout: s.cfg.IdleTimeout, MaxTurns: s.cfg.MaxTurns,
-		Observe: s.cfg.Observe, OnEvent: s.cfg.OnEvent, Logger: s.cfg.Logger,
+		Sections: s.cfg.Sections, Observe: s.cfg.Observe, OnEvent: s.cfg.OnEvent, Logger: s.cfg.Logger,
 	})
 	if err != nil {
 		cancel()

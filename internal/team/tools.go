@@ -87,6 +87,7 @@ func (t teamCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	s.mu.Lock()
 	s.team = team
 	s.mu.Unlock()
+	s.follow(team)
 	s.journal(ctx, team, "team_create", map[string]any{"description": args.Description, "pattern": args.Pattern})
 	return tool.OK(fmt.Sprintf("Created team %s. You are its lead, %q. Add tasks with TaskCreate and spawn teammates with Task (team_name %q, name, role, prompt).", name, store.LeadName, name))
 }
@@ -188,6 +189,7 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 	for _, h := range hs {
 		<-h.done
 	}
+	s.stopFollowing()
 	s.journal(ctx, t, "team_delete", map[string]any{"members": live, "forced": forced})
 	if err := s.cfg.Store.DeleteTeam(ctx, t.Name()); err != nil {
 		return "", err

@@ -51,6 +51,29 @@ func (j *journal) Read(ctx context.Context) ([]store.Event, error) {
 	return out, nil
 }
 
+// ReadFrom returns the complete events from byte offset off on, and the
+// offset after them: a reader that follows the journal as it grows (another
+// process's events, for a live timeline). A torn last line is left for the
+// next call.
+func (j *journal) ReadFrom(ctx context.Context, off int64) ([]store.Event, int64, error) {
+	data, err := readFrom(j.t.path("events.jsonl"), off)
+	if err != nil {
+		return nil, off, fmt.Errorf("read journal of team %s: %w", j.t.name, err)
+	}
+	var out []store.Event
+	next := off
+	scanLines(data, off, func(line []byte, end int64) {
+		next = end
+		var e store.Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			j.t.s.opts.Logger.Warn("skipping malformed journal line", "team", j.t.name, "offset", end-int64(len(line)), "err", err)
+			return
+		}
+		out = append(out, e)
+	})
+	return out, next, nil
+}
+
 // Tail returns the last n events.
 func (j *journal) Tail(ctx context.Context, n int) ([]store.Event, error) {
 	all, err := j.Read(ctx)

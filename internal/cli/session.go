@@ -1,0 +1,268 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/memory"
+	"github.com/troupe-dev/troupe/internal/skill"
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/store/file"
+	"github.com/troupe-dev/troupe/internal/team"
+	"github.com/troupe-dev/troupe/internal/tool"
+)
+
+// teamFlags are the flags that shape a team session.
+type teamFlags struct {
+	teammateMode   string
+	permissionMode string
+	delegate       bool
+	idleTimeout    time.Duration
+	teammateModel  string
+}
+
+func (f *teamFlags) add(fs interface {
+	StringVar(*string, string, string, string)
+	BoolVar(*bool, string, bool, string)
+	DurationVar(*time.Duration, string, time.Duration, string)
+}) {
+	fs.StringVar(&f.teammateMode, "teammate-mode", team.ModeInProcess, "how teammates run: in-process (goroutines) or process (one `troupe agent` process each)")
+	fs.StringVar(&f.permissionMode, "permission-mode", team.PermBypass, "the lead's permission mode and the teammates' default: default, acceptEdits, plan, bypassPermissions or delegate")
+	fs.BoolVar(&f.delegate, "delegate", false, "limit the lead to management tools (it coordinates, teammates do the work)")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "an idle teammate exits after this long with nothing to do (0: stays until shut down)")
+	fs.StringVar(&f.teammateModel, "teammate-model", "", "the teammates' default model (default: the lead's)")
+}
+
+// env is a session's surroundings: state, workspace and what the prompts
+// are made of. close releases them.
+type env struct {
+	dir      string
+	stateDir string
+	store    *file.Store
+	ws       *tool.Workspace
+	sections []string
+	skills   *skill.Set
+	logger   *slog.Logger
+	logFile  *os.File
+}
+
+func (e *env) close() {
+	if e.ws != nil {
+		e.ws.Close()
+	}
+	if e.store != nil {
+		e.store.Close()
+	}
+	if e.logFile != nil {
+		e.logFile.Close()
+	}
+}
+
+// openEnv opens the workspace dir and its state directory, and gathers the
+// project memory and skills for the system prompts. Warnings (a bad
+// SKILL.md) go to the log file under the state directory and to warn.
+func (a *app) openEnv(dir string, warn io.Writer) (*env, error) {
+	e := &env{dir: dir}
+	stateDir, err := a.stateDirFor(dir)
+	if err != nil {
+		return nil, err
+	}
+	e.stateDir = stateDir
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		return nil, err
+	}
+	lf, err := os.OpenFile(filepath.Join(stateDir, "troupe.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	e.logFile = lf
+	e.logger = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if e.store, err = file.Open(stateDir, file.Options{Logger: e.logger}); err != nil {
+		e.close()
+		return nil, err
+	}
+	if e.ws, err = tool.OpenWorkspace(dir); err != nil {
+		e.close()
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	files, err := memory.Find(dir)
+	if err != nil {
+		e.logger.Warn("project memory", "err", err)
+	}
+	if p := memory.Prompt(files); p != "" {
+		e.sections = append(e.sections, p)
+	}
+	set, warnings := skill.Discover(dir, skill.Options{})
+	for _, w := range warnings {
+		e.logger.Warn("skill skipped", "warning", w.String())
+		if warn != nil {
+			fmt.Fprintf(warn, "troupe: skill skipped: %s\n", w)
+		}
+	}
+	e.skills = set
+	if p := set.Prompt(); p != "" {
+		e.sections = append(e.sections, p)
+	}
+	return e, nil
+}
+
+// stateDirFor is the state directory of workspace dir.
+func (a *app) stateDirFor(dir string) (string, error) {
+	if a.stateDir != "" || os.Getenv("TROUPE_HOME") != "" {
+		return a.StateDir()
+	}
+	return filepath.Join(dir, ".troupe"), nil
+}
+
+// sessionConfig builds a team session's configuration.
+func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurns int, f *teamFlags) (team.Config, error) {
+	cfg := team.Config{
+		Store: e.store, Provider: provider, Workspace: e.ws, Model: model, TeammateModel: f.teammateModel,
+		TeammateMode: f.teammateMode, IdleTimeout: f.idleTimeout, MaxTurns: maxTurns,
+		PermissionMode: f.permissionMode, Delegate: f.delegate, Sections: e.sections, Skills: e.skills, Logger: e.logger,
+	}
+	if cfg.TeammateModel == "" {
+		cfg.TeammateModel = model
+	}
+	if f.teammateMode == team.ModeProcess {
+		exe, err := os.Executable()
+		if err != nil {
+			return cfg, err
+		}
+		cfg.AgentCommand = []string{exe, "agent", "--workspace", e.dir, "--state-dir", e.stateDir}
+		if maxTurns > 0 {
+			cfg.AgentCommand = append(cfg.AgentCommand, "--max-turns", fmt.Sprint(maxTurns))
+		}
+		if f.idleTimeout > 0 {
+			cfg.AgentCommand = append(cfg.AgentCommand, "--idle-timeout", f.idleTimeout.String())
+		}
+		if f.teammateModel != "" {
+			cfg.AgentCommand = append(cfg.AgentCommand, "--model", f.teammateModel)
+		}
+	}
+	return cfg, nil
+}
+
+// agentCmd is `troupe agent --team T --name N`: one teammate as its own
+// process, sharing the state directory with its team.
+func (a *app) agentCmd() *cobra.Command {
+	var (
+		teamName, name, model string
+		maxTurns, maxRetries  int
+		idleTimeout           time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "agent --team T --name N",
+		Short: "Run one teammate as its own process (process mode)",
+		Long: `Runs the teammate N of team T, which must be on the team's roster, until it is
+shut down. The lead starts these itself with --teammate-mode process; they can
+also be started by hand, on any machine that shares the state directory.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if teamName == "" || name == "" {
+				return withCode(ExitUsage, errors.New("--team and --name are required"))
+			}
+			dir, err := a.Workspace()
+			if err != nil {
+				return withCode(ExitUsage, err)
+			}
+			provider, _, err := a.providerFromEnv(maxRetries)
+			if err != nil {
+				return err
+			}
+			e, err := a.openEnv(dir, nil)
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			defer e.close()
+			t, err := e.store.Team(a.ctx, teamName)
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			err = team.RunMember(a.ctx, team.MemberConfig{
+				Team: t, Name: name, Provider: provider, Workspace: e.ws, DefaultModel: model,
+				IdleTimeout: idleTimeout, MaxTurns: maxTurns, Sections: e.sections, Logger: e.logger,
+			})
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return withCode(ExitError, err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&teamName, "team", "", "the team")
+	cmd.Flags().StringVar(&name, "name", "", "the teammate's name")
+	cmd.Flags().StringVar(&model, "model", "", "the model when the roster names none")
+	cmd.Flags().IntVar(&maxTurns, "max-turns", 0, "bound the model calls of each turn (0: none)")
+	cmd.Flags().IntVar(&maxRetries, "max-retries", 5, "retries of a failed model call")
+	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", 0, "exit after this long idle (0: stay until shut down)")
+	return cmd
+}
+
+// tally counts a team run from its journal events as they happen, so the
+// counts survive TeamDelete.
+type tally struct {
+	mu        sync.Mutex
+	teams     []string
+	tasks     map[string]bool
+	completed map[string]bool
+	teammates map[string]bool
+	messages  int
+}
+
+func newTally() *tally {
+	return &tally{tasks: map[string]bool{}, completed: map[string]bool{}, teammates: map[string]bool{}}
+}
+
+func (t *tally) observe(e store.Event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	str := func(k string) string { s, _ := e.Fields[k].(string); return s }
+	switch e.Type {
+	case "team_create":
+		t.teams = append(t.teams, e.Team)
+	case "task_create":
+		t.tasks[e.Team+"#"+str("task")] = true
+	case "complete":
+		t.completed[e.Team+"#"+str("task")] = true
+	case "spawn":
+		t.teammates[e.Team+"/"+str("member")] = true
+	case "send":
+		if typ := str("type"); typ != store.TypeIdleNotification {
+			t.messages++
+		}
+	}
+}
+
+func (t *tally) summary() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.teams) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("team %s: %d/%d tasks completed, %d teammates, %d messages",
+		strings.Join(t.teams, ", "), len(t.completed), len(t.tasks), len(t.teammates), t.messages)
+}
+
+// observeWithTeam fills in the team of the lead's events (the lead has no
+// team until TeamCreate).
+func observeWithTeam(sess func() *team.Session, next func(agent.Event)) func(agent.Event) {
+	return func(ev agent.Event) {
+		if ev.Team == "" {
+			if s := sess(); s != nil {
+				ev.Team = s.TeamName()
+			}
+		}
+		next(ev)
+	}
+}

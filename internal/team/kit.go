@@ -1,0 +1,108 @@
+package team
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/compact"
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/skill"
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/subagent"
+	"github.com/troupe-dev/troupe/internal/todo"
+	"github.com/troupe-dev/troupe/internal/tool"
+)
+
+// Roles whose tools `troupe tools` can show.
+const (
+	RoleLead     = "lead"
+	RoleTeammate = "teammate"
+	RoleSubagent = "subagent"
+)
+
+// leadRegistry is the lead's column of DESIGN §4's table, in a fixed order
+// (the order is part of the cached prompt prefix).
+func leadRegistry(b *binding, list *todo.List, skills *skill.Set, sub tool.TaskHandlers) *tool.Registry {
+	r := tool.NewRegistry(tool.Builtins()...)
+	r.Add(tool.TodoWriteTool(list))
+	for _, t := range []tool.Tool{taskCreateTool{b}, taskUpdateTool{b}, taskListTool{b}, taskGetTool{b}, sendMessageTool{b}} {
+		r.Add(t)
+	}
+	r.Add(tool.TaskTool(sub))
+	r.Add(tool.SkillTool(skills))
+	for _, t := range tool.JobTools() {
+		r.Add(t)
+	}
+	r.Add(teamCreateTool{b})
+	r.Add(teamDeleteTool{b})
+	r.Add(tool.CompactTool())
+	return r
+}
+
+// teammateRegistry is a teammate's column: never Task, TeamCreate,
+// TeamDelete, TaskGet, Skill or the job tools.
+func teammateRegistry(b *binding, list *todo.List) *tool.Registry {
+	r := tool.NewRegistry(tool.Builtins()...)
+	r.Add(tool.TodoWriteTool(list))
+	for _, t := range []tool.Tool{taskCreateTool{b}, taskUpdateTool{b}, taskListTool{b}, sendMessageTool{b}} {
+		r.Add(t)
+	}
+	r.Add(tool.CompactTool())
+	return r
+}
+
+// ToolSpecs returns what a model in the given role is offered: "lead",
+// "teammate" or "subagent" (a general subagent; "subagent:explore" for the
+// read-only kind).
+func ToolSpecs(role string) ([]llm.ToolSpec, error) {
+	b := &binding{}
+	switch role {
+	case RoleLead:
+		return leadRegistry(b, &todo.List{}, nil, tool.TaskHandlers{}).Specs(), nil
+	case RoleTeammate:
+		return teammateRegistry(b, &todo.List{}).Specs(), nil
+	}
+	typ := subagent.General
+	if len(role) > len(RoleSubagent)+1 && role[:len(RoleSubagent)+1] == RoleSubagent+":" {
+		typ = role[len(RoleSubagent)+1:]
+	} else if role != RoleSubagent {
+		return nil, fmt.Errorf("unknown role %q (want lead, teammate, subagent or subagent:TYPE)", role)
+	}
+	ts, err := subagent.Tools(typ, &todo.List{})
+	if err != nil {
+		return nil, err
+	}
+	return tool.NewRegistry(ts...).Specs(), nil
+}
+
+// compaction returns the compaction settings every agent of a session gets:
+// automatic and micro compaction, and the summary recorded in the agent's
+// transcript (the history itself is already there, message by message).
+func compaction(t func() (store.Team, error), name string, log *slog.Logger) (agent.Compactor, func(agent.Compaction) error) {
+	onCompact := func(c agent.Compaction) error {
+		tm, err := t()
+		if err != nil {
+			return nil // no team yet: nothing to record to
+		}
+		tr, ok := tm.(transcripter)
+		if !ok {
+			return nil
+		}
+		line, err := json.Marshal(map[string]any{
+			"ts": time.Now().UTC(), "type": "compaction", "reason": c.Reason, "summary": c.Summary,
+			"replaced_messages": len(c.Replaced), "context_tokens": c.ContextTokens,
+		})
+		if err != nil {
+			return err
+		}
+		if err := tr.AppendTranscript(context.Background(), name, line); err != nil {
+			return fmt.Errorf("record compaction of %s: %w", name, err)
+		}
+		return nil
+	}
+	return &compact.Compactor{}, onCompact
+}
