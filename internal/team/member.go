@@ -29,6 +29,9 @@ type MemberConfig struct {
 	DefaultModel string
 	IdleTimeout  time.Duration
 	MaxTurns     int
+	// PermissionTimeout bounds the wait for an answer to a permission
+	// request; no answer is a denial (default 10m).
+	PermissionTimeout time.Duration
 	// Sections are added to the system prompt (project memory, …).
 	Sections []string
 	Observe  func(agent.Event)
@@ -599,6 +602,12 @@ func (m *Member) askPermission(ctx context.Context, c agent.Call) agent.Decision
 	if err != nil {
 		return agent.Decision{Reason: "permission request failed: " + err.Error()}
 	}
+	wait := m.cfg.PermissionTimeout
+	if wait <= 0 {
+		wait = 10 * time.Minute
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	for {
 		select {
 		case ok := <-ch:
@@ -609,6 +618,9 @@ func (m *Member) askPermission(ctx context.Context, c agent.Call) agent.Decision
 			return agent.Decision{Reason: "the lead denied permission"}
 		case <-ctx.Done():
 			return agent.Decision{Reason: "stopped while waiting for permission"}
+		case <-timer.C:
+			m.journal(ctx, "permission", map[string]any{"request_id": reqID, "member": m.name, "tool": c.Name, "approve": false, "why": "no answer"})
+			return agent.Decision{Reason: fmt.Sprintf("no answer to the permission request within %s", wait)}
 		case <-inboxCh:
 			if err := m.fetch(ctx); err != nil {
 				return agent.Decision{Reason: "permission request failed: " + err.Error()}
