@@ -74,6 +74,11 @@ type Config struct {
 	MaxContinuations int
 	// Gate checks each call before it runs (nil: allow all).
 	Gate Gate
+	// AfterTool, if set, sees every call that ran (got past the gate) and
+	// its result before the model does, and may add to the result
+	// (PostToolUse hooks). It is called from tool goroutines when
+	// read-only calls run in parallel; it must be safe for concurrent use.
+	AfterTool func(ctx context.Context, call Call, res *tool.Result)
 	// Boundaries run, in order, at every tool boundary.
 	Boundaries []Boundary
 	// Observe receives every event of the run (nil: none). It is called
@@ -364,7 +369,10 @@ func (a *Agent) runOne(ctx context.Context, use llm.Block) llm.Block {
 	t, ok := a.cfg.Tools.Get(use.Name)
 	call := &Call{ID: use.ID, Name: use.Name, Input: use.Input, ReadOnly: ok && t.ReadOnly()}
 	a.emit(Event{Type: EventToolCall, Call: call})
-	res := a.execute(ctx, t, ok, call)
+	res, ran := a.execute(ctx, t, ok, call)
+	if ran && a.cfg.AfterTool != nil {
+		a.cfg.AfterTool(ctx, *call, &res)
+	}
 	if res.Content == "" {
 		res.Content = "(no output)"
 	}
@@ -372,16 +380,18 @@ func (a *Agent) runOne(ctx context.Context, use llm.Block) llm.Block {
 	return llm.ToolResultBlock(use.ID, res.Content, res.IsError)
 }
 
-func (a *Agent) execute(ctx context.Context, t tool.Tool, ok bool, call *Call) (res tool.Result) {
+// execute runs one call; ran reports that the tool itself was run (the
+// call was known, well-formed and allowed).
+func (a *Agent) execute(ctx context.Context, t tool.Tool, ok bool, call *Call) (res tool.Result, ran bool) {
 	if !ok {
-		return a.cfg.Tools.UnknownError(call.Name)
+		return a.cfg.Tools.UnknownError(call.Name), false
 	}
 	input := call.Input
 	if len(input) == 0 {
 		input = json.RawMessage(`{}`)
 	}
 	if !json.Valid(input) {
-		return tool.Errorf("invalid arguments for %s: not valid JSON", call.Name)
+		return tool.Errorf("invalid arguments for %s: not valid JSON", call.Name), false
 	}
 	if a.cfg.Gate != nil {
 		if d := a.cfg.Gate(ctx, *call); !d.Allow {
@@ -389,15 +399,15 @@ func (a *Agent) execute(ctx context.Context, t tool.Tool, ok bool, call *Call) (
 			if reason == "" {
 				reason = "permission denied"
 			}
-			return tool.Errorf("%s was not run: %s", call.Name, reason)
+			return tool.Errorf("%s was not run: %s", call.Name, reason), false
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return tool.Errorf("%s was not run: %v", call.Name, err)
+		return tool.Errorf("%s was not run: %v", call.Name, err), false
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			res = tool.Errorf("%s failed with an internal error: %v\n%s", call.Name, p, firstLines(string(debug.Stack()), 8))
+			res, ran = tool.Errorf("%s failed with an internal error: %v\n%s", call.Name, p, firstLines(string(debug.Stack()), 8)), true
 		}
 	}()
 	env := *a.cfg.Env
@@ -405,7 +415,7 @@ func (a *Agent) execute(ctx context.Context, t tool.Tool, ok bool, call *Call) (
 	if a.cfg.Compactor != nil {
 		env.RequestCompact = a.requestCompact
 	}
-	return t.Run(ctx, &env, input)
+	return t.Run(ctx, &env, input), true
 }
 
 func firstLines(s string, n int) string {

@@ -327,7 +327,9 @@ func Merge(files ...*File) *Settings {
 		for e := range f.raw.Hooks {
 			events = append(events, e)
 		}
-		sort.Slice(events, func(i, j int) bool { return eventOrder(events[i]) < eventOrder(events[j]) || eventOrder(events[i]) == eventOrder(events[j]) && events[i] < events[j] })
+		sort.Slice(events, func(i, j int) bool {
+			return eventOrder(events[i]) < eventOrder(events[j]) || eventOrder(events[i]) == eventOrder(events[j]) && events[i] < events[j]
+		})
 		for _, e := range events {
 			for _, g := range f.raw.Hooks[e] {
 				for _, h := range g.Hooks {
