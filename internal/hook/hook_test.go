@@ -61,7 +61,10 @@ func TestPreToolUseExit2Blocks(t *testing.T) {
 	r := newRunner(t, dir, cmdHook(settings.PreToolUse, "Bash",
 		`cat > "$TROUPE_PROJECT_DIR/event.json"; echo "rm is not allowed here" >&2; exit 2`))
 	var nextCalled bool
-	g := r.Gate(who, func(context.Context, agent.Call) agent.Decision { nextCalled = true; return agent.Decision{Allow: true} })
+	g := r.Gate(who, func(context.Context, agent.Call) agent.Decision {
+		nextCalled = true
+		return agent.Decision{Allow: true}
+	})
 	d := g(context.Background(), bashCall("rm -rf build"))
 	if d.Allow || d.Reason != "blocked by a PreToolUse hook: rm is not allowed here" {
 		t.Errorf("decision = %+v", d)

@@ -1,0 +1,349 @@
+// Package guard is the artifact guard: a list of words (persona names, a
+// client's code name) that must never reach what the team leaves behind,
+// the files it writes and its commit messages. Writes, edits and `git
+// commit` through bash that would add one are refused, naming the word.
+//
+// It reads the workspace only to see a file's old content and a commit
+// message file; it must never depend on teams.
+package guard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/permission/shellwords"
+	"github.com/troupe-dev/troupe/internal/tool"
+)
+
+// ErrListedWord is wrapped by every refusal.
+var ErrListedWord = errors.New("artifact guard")
+
+// maxMessageFile bounds how much of a commit message file is read.
+const maxMessageFile = 1 << 20
+
+// Guard checks writes against a word list. A nil or empty Guard allows
+// everything.
+type Guard struct {
+	words  []string
+	exempt []string
+}
+
+// New returns a guard for words (blank ones are dropped); exempt are
+// workspace-relative doublestar globs of files it leaves alone (a team's
+// operating guide that must name the personas). An invalid glob is an
+// error naming it.
+func New(words, exempt []string) (*Guard, error) {
+	g := &Guard{}
+	for _, w := range words {
+		if w = strings.TrimSpace(w); w != "" {
+			g.words = append(g.words, w)
+		}
+	}
+	for _, e := range exempt {
+		e = strings.TrimPrefix(strings.TrimSpace(e), "./")
+		if !doublestar.ValidatePattern(e) {
+			return nil, fmt.Errorf("artifact guard: exempt pattern %q is not a valid glob", e)
+		}
+		g.exempt = append(g.exempt, e)
+	}
+	return g, nil
+}
+
+// Empty reports whether the guard has no words.
+func (g *Guard) Empty() bool { return g == nil || len(g.words) == 0 }
+
+// Find returns the listed words text contains, each once, in list order.
+func (g *Guard) Find(text string) []string {
+	var out []string
+	if g == nil {
+		return nil
+	}
+	for _, w := range g.words {
+		if count(text, w) > 0 {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// added returns the first listed word newText has more often than oldText.
+func (g *Guard) added(newText, oldText string) (string, bool) {
+	if g == nil {
+		return "", false
+	}
+	for _, w := range g.words {
+		if count(newText, w) > count(oldText, w) {
+			return w, true
+		}
+	}
+	return "", false
+}
+
+func (g *Guard) exempted(path string) bool {
+	p := filepath.ToSlash(filepath.Clean(path))
+	for _, e := range g.exempt {
+		if ok, _ := doublestar.Match(e, p); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckWrite refuses newContent for path when it adds a listed word to
+// oldContent (the file's content before, "" for a new file).
+func (g *Guard) CheckWrite(path, newContent, oldContent string) error {
+	if g.Empty() || g.exempted(path) {
+		return nil
+	}
+	if w, ok := g.added(newContent, oldContent); ok {
+		return fmt.Errorf("%w: %s would contain %q, a word listed in artifactGuard.words; files the team writes must not contain it", ErrListedWord, path, w)
+	}
+	return nil
+}
+
+// CheckEdit refuses an edit of path whose replacement adds a listed word.
+func (g *Guard) CheckEdit(path, oldString, newString string) error {
+	if g.Empty() || g.exempted(path) {
+		return nil
+	}
+	if w, ok := g.added(newString, oldString); ok {
+		return fmt.Errorf("%w: the edit of %s would add %q, a word listed in artifactGuard.words; files the team writes must not contain it", ErrListedWord, path, w)
+	}
+	return nil
+}
+
+// ReadFile reads a workspace file for CheckBash (a commit message given
+// with -F); it returns fs.ErrNotExist for a missing file.
+type ReadFile func(path string) (string, error)
+
+// CheckBash refuses a command that runs `git commit` with a message (-m,
+// --message, -F/--file, or a message on stdin with -F -) holding a listed
+// word. read, which may be nil, reads a message file.
+func (g *Guard) CheckBash(command string, read ReadFile) error {
+	if g.Empty() {
+		return nil
+	}
+	line := shellwords.Parse(command)
+	for _, seg := range line.Segments {
+		msgs, files, ok := commitMessages(shellwords.StripAssignments(seg.Words))
+		if !ok {
+			continue
+		}
+		for _, m := range msgs {
+			if w := g.Find(m); len(w) > 0 {
+				return commitErr(w[0])
+			}
+		}
+		for _, f := range files {
+			if f == "-" {
+				// The message comes on stdin: a here-document or a pipe
+				// somewhere on the line.
+				if w := g.Find(command); len(w) > 0 {
+					return commitErr(w[0])
+				}
+				continue
+			}
+			if read == nil {
+				continue
+			}
+			text, err := read(f)
+			if err != nil {
+				continue // git itself will fail on a missing file
+			}
+			if w := g.Find(text); len(w) > 0 {
+				return commitErr(w[0])
+			}
+		}
+	}
+	return nil
+}
+
+func commitErr(w string) error {
+	return fmt.Errorf("%w: the commit message would contain %q, a word listed in artifactGuard.words; commit messages must not contain it", ErrListedWord, w)
+}
+
+// commitMessages finds `git [global options] commit ...` in words and
+// returns its message arguments and message files.
+func commitMessages(words []string) (msgs, files []string, ok bool) {
+	i := 0
+	if len(words) == 0 || filepath.Base(words[0]) != "git" {
+		return nil, nil, false
+	}
+	for i = 1; i < len(words); i++ {
+		w := words[i]
+		if w == "-C" || w == "-c" || w == "--git-dir" || w == "--work-tree" || w == "--namespace" {
+			i++
+			continue
+		}
+		if strings.HasPrefix(w, "-") {
+			continue
+		}
+		break
+	}
+	if i >= len(words) || words[i] != "commit" {
+		return nil, nil, false
+	}
+	args := words[i+1:]
+	for j := 0; j < len(args); j++ {
+		a := args[j]
+		next := func() (string, bool) {
+			if j+1 < len(args) {
+				j++
+				return args[j], true
+			}
+			return "", false
+		}
+		switch {
+		case a == "--":
+			return msgs, files, true
+		case a == "--message" || a == "--file":
+			if v, ok := next(); ok {
+				if a == "--message" {
+					msgs = append(msgs, v)
+				} else {
+					files = append(files, v)
+				}
+			}
+		case strings.HasPrefix(a, "--message="):
+			msgs = append(msgs, strings.TrimPrefix(a, "--message="))
+		case strings.HasPrefix(a, "--file="):
+			files = append(files, strings.TrimPrefix(a, "--file="))
+		case strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(a) > 1:
+			// A cluster of short options: -am "msg", -m"msg", -F file.
+			for k := 1; k < len(a); k++ {
+				if a[k] != 'm' && a[k] != 'F' {
+					continue
+				}
+				v := a[k+1:]
+				if v == "" {
+					v, _ = next()
+				}
+				if a[k] == 'm' {
+					msgs = append(msgs, v)
+				} else {
+					files = append(files, v)
+				}
+				break
+			}
+		}
+	}
+	return msgs, files, true
+}
+
+// count counts whole-word, case-insensitive occurrences of word in text.
+// A word edge made of a letter of a script written without spaces (Han,
+// kana, Hangul, Thai) needs no boundary there.
+func count(text, word string) int {
+	if word == "" {
+		return 0
+	}
+	lt, lw := strings.ToLower(text), strings.ToLower(word)
+	first, _ := utf8.DecodeRuneInString(lw)
+	last, _ := utf8.DecodeLastRuneInString(lw)
+	needStart, needEnd := wordRune(first) && !unspaced(first), wordRune(last) && !unspaced(last)
+	n := 0
+	for off := 0; off <= len(lt); {
+		i := strings.Index(lt[off:], lw)
+		if i < 0 {
+			break
+		}
+		start, end := off+i, off+i+len(lw)
+		before, _ := utf8.DecodeLastRuneInString(lt[:start])
+		after, _ := utf8.DecodeRuneInString(lt[end:])
+		if (!needStart || start == 0 || !wordRune(before)) && (!needEnd || end == len(lt) || !wordRune(after)) {
+			n++
+			off = end
+			continue
+		}
+		_, size := utf8.DecodeRuneInString(lt[start:])
+		off = start + size
+	}
+	return n
+}
+
+func wordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' }
+
+func unspaced(r rune) bool {
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul, unicode.Thai)
+}
+
+// Gate returns an agent.Gate that refuses write_file, edit_file and bash
+// calls the guard refuses, then defers to next (nil: allow). The
+// workspace is where old contents and message files are read.
+func (g *Guard) Gate(ws *tool.Workspace, next agent.Gate) agent.Gate {
+	return func(ctx context.Context, call agent.Call) agent.Decision {
+		if err := g.CheckCall(ws, call); err != nil {
+			return agent.Decision{Reason: err.Error()}
+		}
+		if next == nil {
+			return agent.Decision{Allow: true}
+		}
+		return next(ctx, call)
+	}
+}
+
+// CheckCall checks one tool call; other tools pass.
+func (g *Guard) CheckCall(ws *tool.Workspace, call agent.Call) error {
+	if g.Empty() {
+		return nil
+	}
+	var in struct {
+		Path      string `json:"path"`
+		Content   string `json:"content"`
+		OldString string `json:"old_string"`
+		NewString string `json:"new_string"`
+		Command   string `json:"command"`
+	}
+	if json.Unmarshal(call.Input, &in) != nil {
+		return nil // the tool refuses bad input itself
+	}
+	rel := in.Path
+	if ws != nil {
+		if r, err := ws.Resolve(in.Path); err == nil {
+			rel = r
+		}
+	}
+	switch call.Name {
+	case "write_file":
+		old, _ := readWS(ws, rel)
+		return g.CheckWrite(rel, in.Content, old)
+	case "edit_file":
+		return g.CheckEdit(rel, in.OldString, in.NewString)
+	case "bash":
+		return g.CheckBash(in.Command, func(p string) (string, error) {
+			if ws == nil {
+				return "", fs.ErrNotExist
+			}
+			r, err := ws.Resolve(p)
+			if err != nil {
+				return "", err
+			}
+			return readWS(ws, r)
+		})
+	}
+	return nil
+}
+
+func readWS(ws *tool.Workspace, rel string) (string, error) {
+	if ws == nil || rel == "" {
+		return "", fs.ErrNotExist
+	}
+	f, err := ws.Root().Open(rel)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxMessageFile*64))
+	return string(b), err
+}

@@ -1,0 +1,185 @@
+package guard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/tool"
+)
+
+func newGuard(t *testing.T, exempt ...string) *Guard {
+	t.Helper()
+	g, err := New([]string{"Zephyra", "  ", "Project Lynx", "ミライ"}, exempt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestCount(t *testing.T) {
+	tests := []struct {
+		text, word string
+		want       int
+	}{
+		{"zephyra wrote this", "Zephyra", 1},
+		{"ZEPHYRA and Zephyra", "Zephyra", 2},
+		{"zephyras", "Zephyra", 0},
+		{"my_zephyra", "Zephyra", 0},
+		{"(zephyra)", "Zephyra", 1},
+		{"project  lynx", "Project Lynx", 0},
+		{"see Project Lynx.", "Project Lynx", 1},
+		{"担当はミライです", "ミライ", 1},
+		{"aaa aa", "aa", 1},
+		{"", "x", 0},
+	}
+	for _, tt := range tests {
+		if got := count(tt.text, tt.word); got != tt.want {
+			t.Errorf("count(%q, %q) = %d, want %d", tt.text, tt.word, got, tt.want)
+		}
+	}
+}
+
+func TestCheckWriteAndEdit(t *testing.T) {
+	g := newGuard(t, "docs/team/**")
+	tests := []struct {
+		name     string
+		err      error
+		wantWord string
+	}{
+		{"new file with a word", g.CheckWrite("a.go", "// by Zephyra\n", ""), "Zephyra"},
+		{"word already there", g.CheckWrite("a.go", "// by Zephyra\nmore\n", "// by Zephyra\n"), ""},
+		{"word added again", g.CheckWrite("a.go", "Zephyra Zephyra", "Zephyra"), "Zephyra"},
+		{"clean", g.CheckWrite("a.go", "package a\n", ""), ""},
+		{"exempt guide", g.CheckWrite("docs/team/roles.md", "Zephyra leads", ""), ""},
+		{"edit adds", g.CheckEdit("a.go", "x := 1", "x := 1 // ミライ"), "ミライ"},
+		{"edit keeps", g.CheckEdit("a.go", "Zephyra: 1", "Zephyra: 2"), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			check(t, tt.err, tt.wantWord)
+		})
+	}
+	var nilGuard *Guard
+	if err := nilGuard.CheckWrite("a", "Zephyra", ""); err != nil {
+		t.Error(err)
+	}
+}
+
+func check(t *testing.T, err error, word string) {
+	t.Helper()
+	if word == "" {
+		if err != nil {
+			t.Errorf("refused: %v", err)
+		}
+		return
+	}
+	if !errors.Is(err, ErrListedWord) || !strings.Contains(err.Error(), `"`+word+`"`) {
+		t.Errorf("error = %v, want a refusal naming %q", err, word)
+	}
+}
+
+func TestCheckBash(t *testing.T) {
+	g := newGuard(t)
+	files := map[string]string{"msg.txt": "feat: parser\n\nPaired with zephyra.\n", "clean.txt": "feat: parser\n"}
+	read := func(p string) (string, error) {
+		if s, ok := files[p]; ok {
+			return s, nil
+		}
+		return "", os.ErrNotExist
+	}
+	tests := []struct {
+		cmd, word string
+	}{
+		{`git commit -m "fix parser (Zephyra)"`, "Zephyra"},
+		{`git commit -am 'Zephyra was here'`, "Zephyra"},
+		{`git commit -m"zephyra"`, "Zephyra"},
+		{`git commit --message="project lynx launch"`, "Project Lynx"},
+		{`git commit --message "Project Lynx"`, "Project Lynx"},
+		{`git add . && git -C sub commit -q -m "done by ミライ"`, "ミライ"},
+		{`GIT_AUTHOR_NAME=x git commit -m Zephyra`, "Zephyra"},
+		{`git commit -F msg.txt`, "Zephyra"},
+		{`git commit --file=msg.txt`, "Zephyra"},
+		{"git commit -m \"$(cat <<'EOF'\nfeat: x\n\nZephyra\nEOF\n)\"", "Zephyra"},
+		{"git commit -F - <<EOF\nfeat: Zephyra\nEOF", "Zephyra"},
+		{`git commit -F clean.txt`, ""},
+		{`git commit -F missing.txt`, ""},
+		{`git commit -m "fix parser"`, ""},
+		{`echo Zephyra > notes.txt`, ""}, // not a commit message (file writes through bash are not parsed)
+		{`git log --author=Zephyra`, ""},
+		{`git commit`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cmd, func(t *testing.T) {
+			check(t, g.CheckBash(tt.cmd, read), tt.word)
+		})
+	}
+}
+
+func TestGate(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "old.go"), []byte("// Zephyra\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "MSG"), []byte("Zephyra"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := tool.OpenWorkspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	g := newGuard(t)
+	next := 0
+	gate := g.Gate(ws, func(context.Context, agent.Call) agent.Decision { next++; return agent.Decision{Allow: true} })
+	mk := func(name string, in map[string]any) agent.Call {
+		b, _ := json.Marshal(in)
+		return agent.Call{Name: name, Input: b}
+	}
+	tests := []struct {
+		call  agent.Call
+		allow bool
+	}{
+		{mk("bash", map[string]any{"command": `git commit -m "Zephyra"`}), false},
+		{mk("bash", map[string]any{"command": `git commit -F MSG`}), false},
+		{mk("bash", map[string]any{"command": `git commit -m "fix"`}), true},
+		{mk("write_file", map[string]any{"path": "new.go", "content": "zephyra"}), false},
+		{mk("write_file", map[string]any{"path": filepath.Join(dir, "old.go"), "content": "// Zephyra\npackage a\n"}), true},
+		{mk("edit_file", map[string]any{"path": "old.go", "old_string": "package a", "new_string": "package zephyra"}), false},
+		{mk("read_file", map[string]any{"path": "old.go"}), true},
+	}
+	for _, tt := range tests {
+		d := gate(context.Background(), tt.call)
+		if d.Allow != tt.allow {
+			t.Errorf("%s %s: %+v, want allow=%v", tt.call.Name, tt.call.Input, d, tt.allow)
+		}
+		if !d.Allow && !strings.Contains(d.Reason, "artifactGuard.words") {
+			t.Errorf("reason %q does not say where the word is listed", d.Reason)
+		}
+	}
+	if next != 3 {
+		t.Errorf("next ran %d times, want 3", next)
+	}
+}
+
+func TestNewBadExempt(t *testing.T) {
+	if _, err := New([]string{"x"}, []string{"docs/["}); err == nil || !strings.Contains(err.Error(), "docs/[") {
+		t.Errorf("New = %v", err)
+	}
+}
+
+func FuzzCheckBash(f *testing.F) {
+	for _, s := range []string{`git commit -m "Zephyra"`, "git commit -F -", "git -C", `git commit -am`, "git commit --file"} {
+		f.Add(s)
+	}
+	g, _ := New([]string{"Zephyra", "ミライ"}, nil)
+	f.Fuzz(func(t *testing.T, cmd string) {
+		_ = g.CheckBash(cmd, func(string) (string, error) { return "Zephyra", nil })
+		_ = count(cmd, "ミライ")
+	})
+}
