@@ -107,7 +107,7 @@ func (a *app) rootCmd() *cobra.Command {
 	a.addRunFlags(root)
 
 	bench := &cobra.Command{Use: "bench", Short: "Measure the runtime itself and print JSON figures"}
-	bench.AddCommand(a.benchTurnCmd(), a.benchStoreCmd())
+	bench.AddCommand(a.benchTurnCmd(), a.benchStoreCmd(), a.benchTeamCmd())
 	root.AddCommand(bench, a.fakeAPICmd(), a.demoCmd(), a.agentCmd())
 	root.AddCommand(a.storeCmds()...)
 	return root

@@ -1,0 +1,230 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/troupe-dev/troupe/internal/llm/anthropic"
+	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/team"
+)
+
+// teamReport is the output of `troupe bench team --json`.
+type teamReport struct {
+	Teammates             int     `json:"teammates"`
+	Tasks                 int     `json:"tasks"`
+	TasksCompleted        int     `json:"tasks_completed"`
+	WallSeconds           float64 `json:"wall_s"`
+	TasksPerSecond        float64 `json:"tasks_per_s"`
+	ModelCalls            int     `json:"model_calls"`
+	LeadModelTurns        int     `json:"lead_model_turns"`
+	LeadTurnsFromIdleOnly int     `json:"lead_turns_from_idle_only"`
+	IdleMemberModelCalls  int     `json:"idle_member_model_calls"`
+	IdleTeammates         int     `json:"idle_teammates"`
+	IdleSeconds           float64 `json:"idle_window_s"`
+	IdleCPUSeconds        float64 `json:"idle_cpu_s"`
+	IdleCPUPercentOfCore  float64 `json:"idle_cpu_pct_of_one_core"`
+	PeakRSSMB             float64 `json:"peak_rss_mb"`
+	GoVersion             string  `json:"go_version"`
+	CPUs                  int     `json:"cpus"`
+}
+
+func (a *app) benchTeamCmd() *cobra.Command {
+	var (
+		teammates, tasks, idleTeammates int
+		idleFor                         time.Duration
+		asJSON                          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "team",
+		Short: "Measure a whole team on the fake API: throughput, lead economy, idle cost",
+		Long: `Phase 1: a lead spawns --teammates teammates who work through --tasks tasks on
+the in-process fake API with no latency (each task: claim, one model call that
+completes it, one that ends the turn). Reports wall time, tasks per second, the
+lead's model turns and how many were caused by idle notifications alone.
+
+Phase 2: --idle-teammates teammates with nothing to do sit idle for
+--idle-window; reports the model calls they made (must be 0) and the CPU time
+the whole process used meanwhile.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rep, err := a.benchTeam(cmd.Context(), teammates, tasks, idleTeammates, idleFor)
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			fmt.Fprintf(a.stdout, "%d teammates, %d/%d tasks in %.2fs (%.1f tasks/s), %d model calls\n",
+				rep.Teammates, rep.TasksCompleted, rep.Tasks, rep.WallSeconds, rep.TasksPerSecond, rep.ModelCalls)
+			fmt.Fprintf(a.stdout, "lead: %d model turns, %d from idle notifications alone\n", rep.LeadModelTurns, rep.LeadTurnsFromIdleOnly)
+			fmt.Fprintf(a.stdout, "%d idle teammates for %.0fs: %d model calls, %.3f CPU s (%.2f%% of one core); peak RSS %.0f MB\n",
+				rep.IdleTeammates, rep.IdleSeconds, rep.IdleMemberModelCalls, rep.IdleCPUSeconds, rep.IdleCPUPercentOfCore, rep.PeakRSSMB)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&teammates, "teammates", 50, "teammates working through the tasks")
+	cmd.Flags().IntVar(&tasks, "tasks", 500, "tasks on the board")
+	cmd.Flags().IntVar(&idleTeammates, "idle-teammates", 100, "teammates kept idle in phase 2")
+	cmd.Flags().DurationVar(&idleFor, "idle-window", 10*time.Second, "how long phase 2 watches the idle teammates")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// benchTeamScript scripts phase 1 (and, with tasks = 0, phase 2).
+func benchTeamScript(teammates, tasks int) string {
+	var b strings.Builder
+	b.WriteString("rules:\n  - agent: team-lead\n    contains: \"Run the bench\"\n    reply:\n")
+	b.WriteString("      - tool_use: {name: TeamCreate, input: {team_name: bench}}\n")
+	for i := 1; i <= tasks; i++ {
+		fmt.Fprintf(&b, "      - tool_use: {name: TaskCreate, input: {subject: \"Task %d\"}}\n", i)
+	}
+	for i := 1; i <= teammates; i++ {
+		fmt.Fprintf(&b, "      - tool_use: {name: Task, input: {team_name: bench, name: w%d, description: worker, prompt: \"Work the board.\"}}\n", i)
+	}
+	b.WriteString(`  - agent: team-lead
+    times: 0
+    reply: [{text: "The team is working."}]
+  - regex: 'You claimed task #(\d+)'
+    times: 0
+    reply:
+      - tool_use: {name: TaskUpdate, input: {taskId: "${1}", status: completed}}
+  - times: 0
+    reply: [{text: "ok"}]
+`)
+	return b.String()
+}
+
+func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int, idleFor time.Duration) (*teamReport, error) {
+	if teammates < 1 || tasks < 0 || idleTeammates < 0 {
+		return nil, fmt.Errorf("--teammates must be at least 1, --tasks and --idle-teammates at least 0")
+	}
+	rep := &teamReport{Teammates: teammates, Tasks: tasks, IdleTeammates: idleTeammates, GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+
+	// Phase 1: throughput.
+	run, err := a.benchTeamRun(ctx, teammates, tasks, 0)
+	if err != nil {
+		return nil, err
+	}
+	rep.WallSeconds = run.wall.Seconds()
+	rep.TasksCompleted = run.completed
+	if run.wall > 0 {
+		rep.TasksPerSecond = float64(run.completed) / run.wall.Seconds()
+	}
+	rep.ModelCalls = run.calls
+	rep.LeadModelTurns, rep.LeadTurnsFromIdleOnly = run.res.Stats.LeadModelTurns, run.res.Stats.LeadTurnsFromIdleOnly
+
+	// Phase 2: idle cost.
+	if idleTeammates > 0 && idleFor > 0 {
+		idle, err := a.benchTeamRun(ctx, idleTeammates, 0, idleFor)
+		if err != nil {
+			return nil, err
+		}
+		rep.IdleMemberModelCalls = idle.idleCalls
+		rep.IdleSeconds = idleFor.Seconds()
+		rep.IdleCPUSeconds = idle.idleCPU
+		rep.IdleCPUPercentOfCore = 100 * idle.idleCPU / idleFor.Seconds()
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		rep.PeakRSSMB = float64(ru.Maxrss) / 1024
+	}
+	return rep, nil
+}
+
+// benchRun is what one bench team did.
+type benchRun struct {
+	res       *team.Result
+	calls     int // model calls until the team was done
+	completed int
+	wall      time.Duration
+	idleCalls int     // model calls during the idle window
+	idleCPU   float64 // CPU seconds the process used during the idle window
+}
+
+// benchTeamRun runs one team until it is done, then, with idleFor > 0,
+// keeps it idle that long and measures what it costs.
+func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor time.Duration) (*benchRun, error) {
+	dir, err := os.MkdirTemp("", "troupe-bench-team-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	script, err := fakeapi.ParseScript([]byte(benchTeamScript(teammates, tasks)))
+	if err != nil {
+		return nil, err
+	}
+	fake := fakeapi.New(script, fakeapi.Options{})
+	base, err := fake.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer fake.Close()
+	provider, err := anthropic.New(anthropic.Config{APIKey: "bench", BaseURL: base, MaxRetries: -1})
+	if err != nil {
+		return nil, err
+	}
+	bench := *a
+	bench.stateDir = ""
+	e, err := bench.openEnv(dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	flags := teamFlags{teammateMode: team.ModeInProcess, permissionMode: team.PermBypass}
+	cfg, err := bench.sessionConfig(e, provider, "", 0, &flags)
+	if err != nil {
+		return nil, err
+	}
+	var completed atomic.Int64
+	cfg.OnEvent = func(ev store.Event) {
+		if ev.Type == "complete" {
+			completed.Add(1)
+		}
+	}
+	sess, err := team.NewSession(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer sess.Close()
+	start := time.Now()
+	res, err := sess.RunHeadless(ctx, "Run the bench.")
+	run := &benchRun{res: res, wall: time.Since(start), completed: int(completed.Load()), calls: len(fake.Requests())}
+	if err != nil {
+		return nil, err
+	}
+	if idleFor > 0 {
+		before := cpuSeconds()
+		t := time.NewTimer(idleFor)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		run.idleCPU = cpuSeconds() - before
+		run.idleCalls = len(fake.Requests()) - run.calls
+	}
+	return run, nil
+}
+
+// cpuSeconds is the CPU time (user + system) this process has used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime)
+}
