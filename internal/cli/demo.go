@@ -63,11 +63,16 @@ real files, message each other and broadcast; the backend's first plan is
 rejected with feedback and the revised one approved; then everyone is shut down
 and the team deleted. Runs in a temporary workspace unless --workspace is given.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !asJSON && !headless {
+				if ok, err := a.demoTUI(latency, mode); ok || err != nil {
+					return err
+				}
+			}
 			return a.runDemo(asJSON, latency, mode)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "end with one JSON object of figures")
-	cmd.Flags().BoolVar(&headless, "headless", false, "plain text timeline (the default until the terminal UI exists)")
+	cmd.Flags().BoolVar(&headless, "headless", false, "print a plain text timeline instead of playing the demo in the terminal UI")
 	cmd.Flags().DurationVar(&latency, "model-latency", 0, "delay every model reply by this much")
 	cmd.Flags().StringVar(&mode, "teammate-mode", team.ModeInProcess, "in-process or process")
 	return cmd

@@ -44,7 +44,7 @@ func (a *app) addRunFlags(root *cobra.Command) {
 			return fmt.Errorf("unknown command %q; see troupe --help", args[0])
 		}
 		if f.prompt == "" {
-			return cmd.Help()
+			return a.runTUI(cmd)
 		}
 		return a.runHeadless(cmd)
 	}

@@ -82,7 +82,12 @@ type Config struct {
 	// the skills list); Skills backs the lead's Skill tool.
 	Sections []string
 	Skills   *skill.Set
-	Logger   *slog.Logger
+	// HumanRequests, when set, is offered every permission and plan
+	// approval request addressed to the lead: a human is attached (the
+	// terminal UI). If it returns true the human will answer (with
+	// AnswerAsHuman) and the lead's model never sees the request.
+	HumanRequests func(store.Message) bool
+	Logger        *slog.Logger
 }
 
 // Stats counts what the lead spent.
@@ -337,20 +342,77 @@ func (s *Session) fetchLead(ctx context.Context, t store.Team) ([]store.Message,
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	s.mu.Lock()
+	var forLead []store.Message
 	for _, m := range msgs {
 		switch m.Type {
 		case store.TypePlanApprovalRequest, store.TypePermissionRequest:
+			s.mu.Lock()
 			s.requests[m.RequestID] = m
+			s.mu.Unlock()
+			if s.cfg.HumanRequests != nil && s.cfg.HumanRequests(m) {
+				continue
+			}
+		}
+		forLead = append(forLead, m)
+	}
+	if len(msgs) > 0 {
+		last := msgs[len(msgs)-1].ID
+		if len(forLead) == 0 {
+			// Everything went to the human: consumed now.
+			if err := t.Mailbox().Ack(context.WithoutCancel(ctx), store.LeadName, last); err != nil {
+				s.cfg.Logger.Warn("ack lead inbox", "err", err)
+			}
+		} else {
+			// The lead's messages are acked once its conversation, which
+			// records them in the transcript, has them.
+			s.pendingAck(t, last)
 		}
 	}
-	s.mu.Unlock()
-	if len(msgs) > 0 {
-		// The lead's messages are acked as soon as they are handed to its
-		// conversation, which records them in the transcript.
-		s.pendingAck(t, msgs[len(msgs)-1].ID)
+	return forLead, nil
+}
+
+// AnswerAsHuman answers a permission or plan approval request addressed to
+// the lead, as the human at the keyboard.
+func (s *Session) AnswerAsHuman(ctx context.Context, requestID string, approve bool, feedback string) error {
+	req, ok := s.request(requestID)
+	if !ok {
+		return fmt.Errorf("no pending request %q", requestID)
 	}
-	return msgs, nil
+	t, err := s.Team()
+	if err != nil {
+		return err
+	}
+	typ := store.TypePermissionResponse
+	if req.Type == store.TypePlanApprovalRequest {
+		typ = store.TypePlanApprovalResponse
+	}
+	verdict := "approved"
+	if !approve {
+		verdict = "denied"
+	}
+	msg := store.Message{Type: typ, From: store.HumanName, To: req.From, RequestID: requestID, Approve: &approve, Feedback: feedback,
+		Content: fmt.Sprintf("The human %s your request.", verdict)}
+	if _, err := t.Mailbox().Send(ctx, msg); err != nil {
+		return err
+	}
+	s.answered(requestID)
+	journal(ctx, t, store.HumanName, "protocol", map[string]any{"kind": typ, "request_id": requestID, "member": req.From, "approve": approve}, s.cfg.OnEvent, s.cfg.Logger)
+	return nil
+}
+
+// SendAsHuman sends text from the human to a member of the team (the lead
+// is "team-lead").
+func (s *Session) SendAsHuman(ctx context.Context, to, text string) error {
+	t, err := s.Team()
+	if err != nil {
+		return err
+	}
+	sent, err := t.Mailbox().Send(ctx, store.Message{Type: store.TypeMessage, From: store.HumanName, To: to, Content: text})
+	if err != nil {
+		return err
+	}
+	journal(ctx, t, store.HumanName, "send", sentFields(sent), s.cfg.OnEvent, s.cfg.Logger)
+	return nil
 }
 
 func (s *Session) pendingAck(t store.Team, id string) {
