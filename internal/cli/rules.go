@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/troupe-dev/troupe/internal/hook"
+	"github.com/troupe-dev/troupe/internal/pattern"
+	"github.com/troupe-dev/troupe/internal/settings"
+)
+
+// loadSettings reads the workspace's settings (and the user's).
+func (a *app) loadSettings() (string, *settings.Settings, error) {
+	ws, err := a.Workspace()
+	if err != nil {
+		return "", nil, withCode(ExitError, err)
+	}
+	s, err := settings.Load(settings.Options{Workspace: ws})
+	if err != nil {
+		return "", nil, withCode(ExitError, err)
+	}
+	for _, w := range s.Warnings() {
+		fmt.Fprintf(a.stderr, "troupe: warning: %s\n", w)
+	}
+	return ws, s, nil
+}
+
+// hooksCmd is `troupe hooks`: the configured hooks and their files.
+func (a *app) hooksCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "hooks",
+		Short: "List the configured hooks and where each came from",
+		Long: `List the hooks of .troupe/settings.json, .claude/settings.json (Claude Code's
+schema), their .local.json variants and the user's settings file, in the
+order they are merged.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ws, s, err := a.loadSettings()
+			if err != nil {
+				return err
+			}
+			type jsonHook struct {
+				Event          string  `json:"event"`
+				Matcher        string  `json:"matcher"`
+				Type           string  `json:"type"`
+				Command        string  `json:"command"`
+				TimeoutSeconds float64 `json:"timeout_seconds"`
+				Source         string  `json:"source"`
+				Scope          string  `json:"scope"`
+				Runs           bool    `json:"runs"`
+			}
+			out := struct {
+				Files []string   `json:"files"`
+				Hooks []jsonHook `json:"hooks"`
+			}{Files: []string{}, Hooks: []jsonHook{}}
+			for _, f := range s.Files {
+				out.Files = append(out.Files, f.Source.Path)
+			}
+			for _, h := range s.Hooks {
+				t := h.Timeout
+				if t <= 0 {
+					t = hook.DefaultTimeout
+				}
+				out.Hooks = append(out.Hooks, jsonHook{
+					Event: h.Event, Matcher: h.Matcher, Type: h.Type, Command: h.Command,
+					TimeoutSeconds: t.Seconds(), Source: h.Source.Path, Scope: string(h.Source.Scope),
+					Runs: h.Type == "command" && settings.KnownEvent(h.Event),
+				})
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			if len(out.Hooks) == 0 {
+				fmt.Fprintln(a.stdout, "No hooks configured. Looked in:")
+				for _, src := range (settings.Options{Workspace: ws}).Paths() {
+					fmt.Fprintf(a.stdout, "  %s\n", src.Path)
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "EVENT\tMATCHER\tTIMEOUT\tCOMMAND\tSOURCE")
+			for _, h := range out.Hooks {
+				m := h.Matcher
+				if m == "" {
+					m = "*"
+				}
+				c := oneLineCmd(h.Command, 60)
+				if !h.Runs {
+					c += " (not run)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%gs\t%s\t%s\n", h.Event, m, h.TimeoutSeconds, c, rel(ws, h.Source))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// patternsCmd is `troupe patterns`: the team patterns and their files.
+func (a *app) patternsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "patterns",
+		Short: "List the team patterns (built-in and .troupe/patterns/*.yaml) and the default",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ws, s, err := a.loadSettings()
+			if err != nil {
+				return err
+			}
+			set := pattern.Load(filepath.Join(ws, ".troupe", "patterns"))
+			for _, w := range set.Warnings {
+				fmt.Fprintf(a.stderr, "troupe: warning: %s\n", w)
+			}
+			def, err := set.Default(s.DefaultPattern.Value)
+			if err != nil {
+				fmt.Fprintf(a.stderr, "troupe: warning: team.defaultPattern in %s: %v\n", s.DefaultPattern.Source, err)
+			}
+			defSource := "builtin"
+			if s.DefaultPattern.Set() {
+				defSource = s.DefaultPattern.Source.Path
+			}
+			if asJSON {
+				out := struct {
+					Default       string            `json:"default"`
+					DefaultSource string            `json:"default_source"`
+					Patterns      []pattern.Pattern `json:"patterns"`
+				}{def.Name, defSource, set.All()}
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tLEAD\tSIZE\tROLES\tSOURCE")
+			for _, p := range set.All() {
+				name := p.Name
+				if p.Name == def.Name {
+					name += " (default)"
+				}
+				lead := "works"
+				if p.ManageOnly() {
+					lead = "manages only"
+				}
+				var roles []string
+				for _, r := range p.Roles {
+					roles = append(roles, r.Name)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", name, lead, p.Size, strings.Join(roles, ", "), rel(ws, p.Source))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if def.Name != "" {
+				fmt.Fprintf(a.stdout, "\nDefault pattern: %s (from %s)\n", def.Name, rel(ws, defSource))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// rel shows a path inside the workspace relative to it.
+func rel(ws, path string) string {
+	if r, err := filepath.Rel(ws, path); err == nil && filepath.IsAbs(path) && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return path
+}
+
+func oneLineCmd(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-3]) + "..."
+	}
+	return s
+}
