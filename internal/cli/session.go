@@ -15,8 +15,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/guard"
+	"github.com/troupe-dev/troupe/internal/hook"
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/memory"
+	"github.com/troupe-dev/troupe/internal/pattern"
+	"github.com/troupe-dev/troupe/internal/permission"
+	"github.com/troupe-dev/troupe/internal/settings"
 	"github.com/troupe-dev/troupe/internal/skill"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/store/file"
@@ -54,6 +59,8 @@ type env struct {
 	ws       *tool.Workspace
 	sections []string
 	skills   *skill.Set
+	settings *settings.Settings
+	rules    *team.Rules
 	logger   *slog.Logger
 	logFile  *os.File
 }
@@ -115,7 +122,66 @@ func (a *app) openEnv(dir string, warn io.Writer) (*env, error) {
 	if p := set.Prompt(); p != "" {
 		e.sections = append(e.sections, p)
 	}
+	if err := e.loadRules(warn); err != nil {
+		e.close()
+		return nil, err
+	}
 	return e, nil
+}
+
+// loadRules reads the settings (.troupe/settings.json, .claude/settings.json,
+// the user's) into the rules the runtime enforces. A broken hook is reported
+// on warn and in the log whenever it runs; it never blocks.
+func (e *env) loadRules(warn io.Writer) error {
+	s, err := settings.Load(settings.Options{Workspace: e.dir})
+	if err != nil {
+		return err
+	}
+	for _, w := range s.Warnings() {
+		e.logger.Warn("settings", "warning", w)
+		if warn != nil {
+			fmt.Fprintf(warn, "troupe: settings: %s\n", w)
+		}
+	}
+	e.settings = s
+	policy, err := permission.FromSettings(e.dir, s)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	hooks, err := hook.New(hook.Config{Hooks: s.Hooks, Dir: e.dir, Report: func(ev hook.Event, r hook.Result) {
+		e.logger.Info("hook", "event", ev.Name, "agent", ev.AgentName, "command", r.Hook.Command, "exit", r.ExitCode, "timed_out", r.TimedOut, "ms", r.Duration.Milliseconds())
+		if r.Err != nil {
+			e.logger.Warn("hook problem", "event", ev.Name, "command", r.Hook.Command, "err", r.Err)
+			if warn != nil {
+				mu.Lock()
+				fmt.Fprintf(warn, "troupe: hook %s: %v\n", ev.Name, r.Err)
+				mu.Unlock()
+			}
+		}
+	}})
+	if err != nil {
+		return err
+	}
+	g, err := guard.New(s.Words(), settings.Strings(s.GuardExempt))
+	if err != nil {
+		return err
+	}
+	pats := pattern.Load(filepath.Join(e.dir, ".troupe", "patterns"))
+	for _, w := range pats.Warnings {
+		e.logger.Warn("pattern skipped", "warning", w)
+		if warn != nil {
+			fmt.Fprintf(warn, "troupe: pattern skipped: %s\n", w)
+		}
+	}
+	e.rules = &team.Rules{
+		Policy: policy, Hooks: hooks, Guard: g, Patterns: pats,
+		History:        pattern.NewHistory(filepath.Join(e.stateDir, "history.jsonl")),
+		DefaultMode:    s.DefaultMode.Value,
+		DefaultPattern: s.DefaultPattern.Value,
+		TeammateModel:  s.TeammateModel.Value,
+	}
+	return nil
 }
 
 // stateDirFor is the state directory of workspace dir.
@@ -132,6 +198,10 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 		Store: e.store, Provider: provider, Workspace: e.ws, Model: model, TeammateModel: f.teammateModel,
 		TeammateMode: f.teammateMode, IdleTimeout: f.idleTimeout, MaxTurns: maxTurns,
 		PermissionMode: f.permissionMode, Delegate: f.delegate, Sections: e.sections, Skills: e.skills, Logger: e.logger,
+		Rules: e.rules,
+	}
+	if cfg.Model == "" && e.settings != nil {
+		cfg.Model = e.settings.LeadModel.Value
 	}
 	if cfg.TeammateModel == "" {
 		cfg.TeammateModel = model
@@ -192,7 +262,7 @@ also be started by hand, on any machine that shares the state directory.`,
 			}
 			err = team.RunMember(a.ctx, team.MemberConfig{
 				Team: t, Name: name, Provider: provider, Workspace: e.ws, DefaultModel: model,
-				IdleTimeout: idleTimeout, MaxTurns: maxTurns, Sections: e.sections, Logger: e.logger,
+				IdleTimeout: idleTimeout, MaxTurns: maxTurns, Sections: e.sections, Rules: e.rules, Logger: e.logger,
 			})
 			if err != nil && !errors.Is(err, context.Canceled) {
 				return withCode(ExitError, err)

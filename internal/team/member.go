@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/hook"
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/todo"
 	"github.com/troupe-dev/troupe/internal/tool"
@@ -34,9 +36,11 @@ type MemberConfig struct {
 	PermissionTimeout time.Duration
 	// Sections are added to the system prompt (project memory, …).
 	Sections []string
-	Observe  func(agent.Event)
-	OnEvent  func(store.Event)
-	Logger   *slog.Logger
+	// Rules are the settings' permission rules, hooks, guard and patterns.
+	Rules   *Rules
+	Observe func(agent.Event)
+	OnEvent func(store.Event)
+	Logger  *slog.Logger
 }
 
 // Member is a persistent teammate: its own agent loop and context, an idle
@@ -64,6 +68,11 @@ type Member struct {
 	nudged       map[string]bool // own unfinished tasks already nudged this idle period
 	goIdle       string          // the summary of the turn that just ended, for the idle notification
 	shutDown     bool            // the roster already says shutdown
+	chain        agent.Gate      // guard, PreToolUse hooks, permission policy
+	who          hook.Who
+	// idleHookBlocks counts TeammateIdle hooks that sent the member back to
+	// work since its last real work.
+	idleHookBlocks int
 }
 
 // NewMember prepares a teammate from its roster entry.
@@ -88,7 +97,13 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	if model == "" {
 		model = cfg.DefaultModel
 	}
-	b := &binding{self: m.name, member: m, fixed: cfg.Team}
+	m.who = hook.Who{Agent: m.name, Team: r.Name, Role: m.role, Mode: func() string { return string(m.permMode()) }}
+	m.chain = cfg.Rules.gate(cfg.Workspace, m.who, m.permMode,
+		func(ctx context.Context, c agent.Call, v permission.Verdict) agent.Decision {
+			return m.askPermission(ctx, c, v.Reason)
+		},
+		recordDecision(m.journal, m.name))
+	b := &binding{self: m.name, member: m, fixed: cfg.Team, rules: cfg.Rules, who: m.who}
 	id := agent.Identity{Name: m.name, Role: m.role, Team: r.Name}
 	instr := teammateInstructions(store.LeadName)
 	if m.plan {
@@ -111,6 +126,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		Env:        &tool.Env{Workspace: cfg.Workspace, Agent: m.name, Team: r.Name, Jobs: m.jobs},
 		MaxTurns:   cfg.MaxTurns,
 		Gate:       m.gate,
+		AfterTool:  cfg.Rules.hooks().AfterTool(m.who),
 		Boundaries: []agent.Boundary{m.boundary, agent.TodoReminder(list), jobAnnouncer(m.jobs)},
 		Observe:    cfg.Observe,
 		Record:     m.record,
@@ -178,6 +194,15 @@ func (m *Member) Run(ctx context.Context) (err error) {
 		m.stopRun = cancel
 		m.mu.Unlock()
 		res, runErr := m.agent.Run(runCtx, input...)
+		if runErr == nil && !m.stopping() {
+			stopLoop(runCtx, m.cfg.Rules.hooks(), m.who, func(in []llm.Block) error {
+				again, err := m.agent.Run(runCtx, in...)
+				if again != nil && again.Text != "" {
+					res.Text = again.Text
+				}
+				return err
+			})
+		}
 		cancel()
 		if m.stopping() {
 			return nil
@@ -405,6 +430,17 @@ func (m *Member) idle(ctx context.Context) ([]llm.Block, string, error) {
 		if input != nil {
 			return input, why, nil
 		}
+		if !announced && m.idleHookBlocks < 3 {
+			if h := m.cfg.Rules.hooks(); h.Has("TeammateIdle") {
+				if out := h.TeammateIdle(ctx, m.who); out.Blocked {
+					// At most three times in a row, so a hook cannot keep a
+					// member (and the model bill) spinning.
+					m.idleHookBlocks++
+					m.journal(ctx, "hook_teammate_idle", map[string]any{"member": m.name, "reason": out.Reason})
+					return []llm.Block{llm.TextBlock("A TeammateIdle hook sent you back to work: " + out.Reason)}, "TeammateIdle hook", nil
+				}
+			}
+		}
 		if !announced {
 			// Nothing to do: now the member is idle, and says so once.
 			announced = true
@@ -464,6 +500,7 @@ func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, e
 		clear(m.nudged)
 		m.mu.Unlock()
 		m.journal(ctx, "deliver", map[string]any{"member": m.name, "ids": ids(msgs), "at": "idle"})
+		m.idleHookBlocks = 0
 		return messageBlocks(msgs), "message", false, nil
 	}
 	if planWait {
@@ -487,6 +524,7 @@ func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, e
 		return nil, "", false, err
 	}
 	if t != nil {
+		m.idleHookBlocks = 0
 		return []llm.Block{llm.TextBlock(taskText(*t, "You claimed"))}, "claimed task #" + t.ID, false, nil
 	}
 	return nil, "", false, nil
@@ -559,28 +597,35 @@ func (m *Member) claim(ctx context.Context) (*store.Task, error) {
 	return nil, nil
 }
 
-// gate enforces plan mode and the member's permission mode. A call that
-// needs permission becomes a permission_request to the lead; the member
-// waits for the answer.
-func (m *Member) gate(ctx context.Context, c agent.Call) agent.Decision {
-	if !writes(c.Name) {
-		return agent.Decision{Allow: true}
-	}
+// permMode is the member's permission mode now: plan until its plan is
+// approved when it was spawned with plan_mode_required.
+func (m *Member) permMode() permission.Mode {
 	m.mu.Lock()
 	planBlocked := m.plan && !m.planApproved
 	m.mu.Unlock()
 	if planBlocked {
+		return permission.Plan
+	}
+	mode, err := permission.ParseMode(m.mode)
+	if err != nil {
+		return permission.Default
+	}
+	return mode
+}
+
+// gate enforces plan mode (with a message that says how to get out of it),
+// then the artifact guard, the PreToolUse hooks and the permission policy.
+// A call that needs permission becomes a permission_request to the lead.
+func (m *Member) gate(ctx context.Context, c agent.Call) agent.Decision {
+	if m.permMode() == permission.Plan && permission.Writes(c.Name) {
 		return agent.Decision{Reason: "plan mode: this tool is refused until the lead approves your plan (send it with SendMessage type plan_approval_request)"}
 	}
-	if !needsPermission(m.mode, c.Name) {
-		return agent.Decision{Allow: true}
-	}
-	return m.askPermission(ctx, c)
+	return m.chain(ctx, c)
 }
 
 // askPermission sends a permission_request to the lead and waits for the
 // permission_response with the same request_id.
-func (m *Member) askPermission(ctx context.Context, c agent.Call) agent.Decision {
+func (m *Member) askPermission(ctx context.Context, c agent.Call, why string) agent.Decision {
 	reqID := "perm-" + store.NewID(time.Now())
 	ch := make(chan bool, 1)
 	m.mu.Lock()
@@ -592,7 +637,7 @@ func (m *Member) askPermission(ctx context.Context, c agent.Call) agent.Decision
 		m.mu.Unlock()
 	}()
 	m.send(ctx, store.Message{Type: store.TypePermissionRequest, To: store.LeadName, RequestID: reqID, ToolName: c.Name, ToolInput: c.Input,
-		Content: fmt.Sprintf("%s asks to run %s %s", m.name, c.Name, oneLine(string(c.Input), 300)), Summary: "permission for " + c.Name})
+		Content: fmt.Sprintf("%s asks to run %s %s (%s)", m.name, c.Name, oneLine(string(c.Input), 300), why), Summary: "permission for " + c.Name})
 	m.journal(ctx, "protocol", map[string]any{"kind": "permission_request", "request_id": reqID, "member": m.name, "tool": c.Name})
 	m.setStatus(ctx, StatusWaiting, "permission for "+c.Name)
 	defer m.setStatus(ctx, store.StatusWorking, "")

@@ -22,7 +22,9 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/compact"
+	"github.com/troupe-dev/troupe/internal/hook"
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/skill"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/subagent"
@@ -87,7 +89,12 @@ type Config struct {
 	// terminal UI). If it returns true the human will answer (with
 	// AnswerAsHuman) and the lead's model never sees the request.
 	HumanRequests func(store.Message) bool
-	Logger        *slog.Logger
+	// AskHuman, when set, answers the lead's own permission questions (a
+	// human is attached); nil refuses them.
+	AskHuman func(ctx context.Context, call agent.Call, reason string) agent.Decision
+	// Rules are the settings' permission rules, hooks, guard and patterns.
+	Rules  *Rules
+	Logger *slog.Logger
 }
 
 // Stats counts what the lead spent.
@@ -112,6 +119,8 @@ type Session struct {
 	ackTeam  store.Team // the lead's inbox messages handed to its conversation,
 	ackID    string     // acked once the conversation has recorded them
 	follower *follower
+	pattern  string   // the active team's pattern
+	who      hook.Who // the lead, for hooks
 
 	wg sync.WaitGroup
 }
@@ -143,7 +152,7 @@ func NewSession(cfg Config) (*Session, error) {
 		cfg.PermissionMode = PermBypass
 	}
 	if !validPermissionMode(cfg.PermissionMode) {
-		return nil, fmt.Errorf("team: unknown permission mode %q (want one of %s)", cfg.PermissionMode, strings.Join(permissionModes, ", "))
+		return nil, fmt.Errorf("team: unknown permission mode %q (want one of %s)", cfg.PermissionMode, modeNames(permission.Modes))
 	}
 	if cfg.ShutdownWait <= 0 {
 		cfg.ShutdownWait = 2 * time.Minute
@@ -152,9 +161,22 @@ func NewSession(cfg Config) (*Session, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Session{cfg: cfg, members: map[string]*handle{}, requests: map[string]store.Message{}, jobs: tool.NewJobs()}
-	b := &binding{self: store.LeadName, lead: true, sess: s}
+	who := hook.Who{Agent: store.LeadName, Mode: func() string { return string(s.leadMode()) }}
+	b := &binding{self: store.LeadName, lead: true, sess: s, rules: cfg.Rules, who: who}
+	var ask func(context.Context, agent.Call, permission.Verdict) agent.Decision
+	if cfg.AskHuman != nil {
+		ask = func(ctx context.Context, c agent.Call, v permission.Verdict) agent.Decision {
+			return cfg.AskHuman(ctx, c, v.Reason)
+		}
+	}
+	gate := cfg.Rules.gate(cfg.Workspace, who, s.leadMode, ask, recordDecision(func(ctx context.Context, typ string, f map[string]any) {
+		if t, err := s.Team(); err == nil {
+			s.journal(ctx, t, typ, f)
+		}
+	}, store.LeadName))
+	s.who = who
 	sub := &subagent.Runner{Provider: cfg.Provider, Model: cfg.Model, Workspace: cfg.Workspace, Parent: store.LeadName,
-		Observe: cfg.Observe, Gate: leadGate(cfg.Delegate, cfg.PermissionMode), Compactor: &compact.Compactor{}}
+		Observe: cfg.Observe, Gate: gate, Compactor: &compact.Compactor{}}
 	list := &todo.List{}
 	id := agent.Identity{Name: store.LeadName}
 	compactor, onCompact := compaction(s.Team, store.LeadName, cfg.Logger)
@@ -171,7 +193,8 @@ func NewSession(cfg Config) (*Session, error) {
 		Tools:      leadRegistry(b, list, cfg.Skills, tool.TaskHandlers{Subagent: subagent.Handler(sub), Teammate: s.teammateHandler}),
 		Env:        &tool.Env{Workspace: cfg.Workspace, Agent: store.LeadName, Jobs: s.jobs},
 		MaxTurns:   cfg.MaxTurns,
-		Gate:       leadGate(cfg.Delegate, cfg.PermissionMode),
+		Gate:       gate,
+		AfterTool:  cfg.Rules.hooks().AfterTool(who),
 		Boundaries: []agent.Boundary{s.leadBoundary, agent.TodoReminder(list), jobAnnouncer(s.jobs)},
 		Observe:    cfg.Observe,
 		Record:     s.recordLead,
@@ -229,7 +252,11 @@ type Result struct {
 // with nothing left they could take.
 func (s *Session) RunHeadless(ctx context.Context, goal string) (*Result, error) {
 	res := &Result{}
-	input := []llm.Block{llm.TextBlock(goal)}
+	extra, err := s.PromptHook(ctx, goal)
+	if err != nil {
+		return res, err
+	}
+	input := append([]llm.Block{llm.TextBlock(goal)}, extra...)
 	idleOnly := false
 	for {
 		r, err := s.runLead(ctx, input, idleOnly)
@@ -254,21 +281,72 @@ func (s *Session) result(r *Result) *Result {
 	return r
 }
 
-// runLead runs one turn of the lead, counting its model calls.
+// leadMode is the lead's permission mode now: delegate when asked for, or
+// when its team's pattern has the lead only manage (an unknown pattern
+// blocks nothing).
+func (s *Session) leadMode() permission.Mode {
+	s.mu.Lock()
+	p := s.pattern
+	s.mu.Unlock()
+	if s.cfg.Delegate || s.cfg.PermissionMode == PermDelegate || s.cfg.Rules.manageOnly(p) {
+		return permission.Delegate
+	}
+	m, _ := permission.ParseMode(s.cfg.PermissionMode)
+	return m
+}
+
+// runLead runs one turn of the lead, counting its model calls; Stop hooks
+// may send it back to work.
 func (s *Session) runLead(ctx context.Context, input []llm.Block, idleOnly bool) (*agent.Result, error) {
 	s.mu.Lock()
 	s.stats.LeadWakes++
 	s.mu.Unlock()
 	r, err := s.lead.Run(ctx, input...)
-	if r != nil {
-		s.mu.Lock()
-		s.stats.LeadModelTurns += r.Turns
-		if idleOnly {
-			s.stats.LeadTurnsFromIdleOnly += r.Turns
-		}
-		s.mu.Unlock()
+	s.count(r, idleOnly)
+	if err == nil {
+		stopLoop(ctx, s.cfg.Rules.hooks(), s.who, func(in []llm.Block) error {
+			again, err := s.lead.Run(ctx, in...)
+			s.count(again, false)
+			if again != nil && again.Text != "" {
+				r.Text = again.Text
+			}
+			return err
+		})
 	}
 	return r, err
+}
+
+func (s *Session) count(r *agent.Result, idleOnly bool) {
+	if r == nil {
+		return
+	}
+	s.mu.Lock()
+	s.stats.LeadModelTurns += r.Turns
+	if idleOnly {
+		s.stats.LeadTurnsFromIdleOnly += r.Turns
+	}
+	s.mu.Unlock()
+}
+
+// PromptHook runs the UserPromptSubmit hooks on what the human typed. A
+// block returns an error with the hook's reason (the prompt is not sent);
+// context the hooks add comes back as blocks to send with it.
+func (s *Session) PromptHook(ctx context.Context, prompt string) ([]llm.Block, error) {
+	h := s.cfg.Rules.hooks()
+	if !h.Has("UserPromptSubmit") {
+		return nil, nil
+	}
+	out := h.UserPromptSubmit(ctx, s.who, prompt)
+	if out.Blocked {
+		return nil, fmt.Errorf("a UserPromptSubmit hook blocked the prompt: %s", out.Reason)
+	}
+	var extra []llm.Block
+	for _, c := range out.Context {
+		if c = strings.TrimSpace(c); c != "" {
+			extra = append(extra, llm.TextBlock(c))
+		}
+	}
+	return extra, nil
 }
 
 // waitLead blocks until something should wake the lead and returns what to
@@ -623,19 +701,31 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 		return "", fmt.Errorf("%q is the lead's name", name)
 	}
 	mode := args.PermissionMode
+	if mode == "" && s.cfg.Rules != nil {
+		mode = s.cfg.Rules.DefaultMode
+	}
 	if mode == "" {
 		mode = s.cfg.PermissionMode
 	}
 	if !validPermissionMode(mode) || mode == PermDelegate {
-		return "", fmt.Errorf("permission_mode %q is not one of %s", mode, strings.Join(teammateModes, ", "))
-	}
-	model := args.Model
-	if model == "" {
-		model = s.cfg.TeammateModel
+		return "", fmt.Errorf("permission_mode %q is not one of %s", mode, modeNames(permission.TeammateModes))
 	}
 	role := strings.TrimSpace(args.Role)
 	if role == "" {
 		role = strings.TrimSpace(args.SubagentType)
+	}
+	model := args.Model
+	if model == "" {
+		s.mu.Lock()
+		p := s.pattern
+		s.mu.Unlock()
+		model = s.cfg.Rules.roleModel(p, role)
+	}
+	if model == "" && s.cfg.Rules != nil {
+		model = s.cfg.Rules.TeammateModel
+	}
+	if model == "" {
+		model = s.cfg.TeammateModel
 	}
 	now := time.Now().UTC()
 	_, err = t.UpdateRoster(ctx, func(r *store.Roster) error {
@@ -713,7 +803,7 @@ func (s *Session) start(t store.Team, name string) error {
 	m, err := NewMember(MemberConfig{
 		Team: t, Name: name, Provider: s.cfg.Provider, Workspace: s.cfg.Workspace,
 		DefaultModel: s.cfg.TeammateModel, IdleTimeout: s.cfg.IdleTimeout, MaxTurns: s.cfg.MaxTurns,
-		Sections: s.cfg.Sections, Observe: s.cfg.Observe, OnEvent: s.cfg.OnEvent, Logger: s.cfg.Logger,
+		Sections: s.cfg.Sections, Rules: s.cfg.Rules, Observe: s.cfg.Observe, OnEvent: s.cfg.OnEvent, Logger: s.cfg.Logger,
 	})
 	if err != nil {
 		cancel()

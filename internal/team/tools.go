@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/hook"
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/tool"
@@ -20,6 +21,8 @@ type binding struct {
 	sess   *Session   // the lead's session (lead tools)
 	member *Member    // the calling teammate (teammate tools)
 	fixed  store.Team // a teammate's team
+	rules  *Rules     // hooks on task events
+	who    hook.Who
 }
 
 func (b *binding) team() (store.Team, error) {
@@ -80,16 +83,33 @@ func (t teamCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	if err != nil {
 		return tool.Errorf("TeamCreate: %v", err)
 	}
-	team, err := s.cfg.Store.CreateTeam(ctx, store.Roster{Name: name, Description: args.Description, Pattern: args.Pattern})
+	pat, note := args.Pattern, ""
+	if pat == "" && s.cfg.Rules != nil {
+		pat = s.cfg.Rules.DefaultPattern
+	}
+	if pat != "" && s.cfg.Rules != nil && s.cfg.Rules.Patterns != nil {
+		if p, ok := s.cfg.Rules.Patterns.Lookup(pat); ok {
+			pat = p.Name
+			if p.ManageOnly() {
+				note = fmt.Sprintf(" Pattern %s: you only manage; teammates do the work (your writing tools are refused).", p.Name)
+			} else {
+				note = fmt.Sprintf(" Pattern %s: you also work alongside the teammates.", p.Name)
+			}
+		} else {
+			note = fmt.Sprintf(" Pattern %q is not known, so it enforces nothing.", pat)
+		}
+	}
+	team, err := s.cfg.Store.CreateTeam(ctx, store.Roster{Name: name, Description: args.Description, Pattern: pat})
 	if err != nil {
 		return tool.Errorf("TeamCreate: %v", err)
 	}
 	s.mu.Lock()
 	s.team = team
+	s.pattern = pat
 	s.mu.Unlock()
 	s.follow(team)
 	s.journal(ctx, team, "team_create", map[string]any{"description": args.Description, "pattern": args.Pattern})
-	return tool.OK(fmt.Sprintf("Created team %s. You are its lead, %q. Add tasks with TaskCreate and spawn teammates with Task (team_name %q, name, role, prompt).", name, store.LeadName, name))
+	return tool.OK(fmt.Sprintf("Created team %s. You are its lead, %q. Add tasks with TaskCreate and spawn teammates with Task (team_name %q, name, role, prompt).%s", name, store.LeadName, name, note))
 }
 
 // --- TeamDelete ---
@@ -190,6 +210,9 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 		<-h.done
 	}
 	s.stopFollowing()
+	if final, err := t.ReadRoster(ctx); err == nil {
+		s.cfg.Rules.recordHistory(final)
+	}
 	s.journal(ctx, t, "team_delete", map[string]any{"members": live, "forced": forced})
 	if err := s.cfg.Store.DeleteTeam(ctx, t.Name()); err != nil {
 		return "", err
@@ -486,6 +509,13 @@ func (t taskCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	if err != nil {
 		return tool.Errorf("TaskCreate: %v", err)
 	}
+	if h := t.b.rules.hooks(); h.Has("TaskCreated") {
+		out := h.TaskCreated(ctx, t.b.who, hookTask(got))
+		if out.Blocked {
+			_, _ = team.Tasks().Update(ctx, got.ID, func(x *store.Task) error { x.Status = store.TaskDeleted; return nil })
+			return tool.Errorf("TaskCreate: a TaskCreated hook refused the task: %s", out.Reason)
+		}
+	}
 	t.b.journal(ctx, team, "task_create", map[string]any{"task": got.ID, "subject": got.Subject, "blocked_by": got.BlockedBy})
 	return tool.OK(fmt.Sprintf("Created task #%s: %s", got.ID, got.Subject))
 }
@@ -530,6 +560,20 @@ func (t taskUpdateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 			}
 			if owner, err = store.ResolveRecipient(&r, *args.Owner); err != nil {
 				return tool.Errorf("TaskUpdate: owner: %v", err)
+			}
+		}
+	}
+	if args.Status == store.TaskCompleted {
+		if h := t.b.rules.hooks(); h.Has("TaskCompleted") {
+			cur, err := team.Tasks().Get(ctx, id)
+			if err != nil {
+				return tool.Errorf("TaskUpdate: %v", err)
+			}
+			if cur.Status != store.TaskCompleted {
+				cur.Status = store.TaskCompleted
+				if out := h.TaskCompleted(ctx, t.b.who, hookTask(cur)); out.Blocked {
+					return tool.Errorf("TaskUpdate: task #%s not completed: a TaskCompleted hook says: %s", id, out.Reason)
+				}
 			}
 		}
 	}
@@ -580,6 +624,10 @@ func (t taskUpdateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 		return tool.OK(fmt.Sprintf("Deleted task #%s.", got.ID))
 	}
 	return tool.OK("Updated " + taskLine(got))
+}
+
+func hookTask(t store.Task) hook.Task {
+	return hook.Task{ID: t.ID, Subject: t.Subject, Description: t.Description, Owner: t.Owner, Status: t.Status}
 }
 
 func appendNew(have, add []string) []string {

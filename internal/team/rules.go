@@ -1,0 +1,122 @@
+package team
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/guard"
+	"github.com/troupe-dev/troupe/internal/hook"
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/pattern"
+	"github.com/troupe-dev/troupe/internal/permission"
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/tool"
+)
+
+// Rules is what a workspace's settings make the runtime enforce: the
+// permission policy, the hooks, the artifact guard and the team patterns.
+// The zero value (or nil) enforces only the permission modes.
+type Rules struct {
+	Policy   *permission.Policy
+	Hooks    *hook.Runner
+	Guard    *guard.Guard
+	Patterns *pattern.Set
+	History  *pattern.History
+	// DefaultMode is a teammate's mode when its spawn names none (empty:
+	// the lead's).
+	DefaultMode string
+	// DefaultPattern is recorded for a team created without one.
+	DefaultPattern string
+	// TeammateModel is a teammate's model when neither its spawn nor its
+	// pattern role names one.
+	TeammateModel string
+}
+
+func (r *Rules) hooks() *hook.Runner {
+	if r == nil {
+		return nil
+	}
+	return r.Hooks
+}
+
+// gate chains the artifact guard, the PreToolUse hooks and the permission
+// policy for one agent.
+func (r *Rules) gate(ws *tool.Workspace, who hook.Who, mode func() permission.Mode,
+	ask func(ctx context.Context, call agent.Call, v permission.Verdict) agent.Decision,
+	record func(ctx context.Context, call agent.Call, v permission.Verdict, d agent.Decision)) agent.Gate {
+	var (
+		pol *permission.Policy
+		g   *guard.Guard
+	)
+	if r != nil {
+		pol, g = r.Policy, r.Guard
+	}
+	pg := permission.Gate(permission.GateConfig{Policy: pol, Mode: mode, Ask: ask, Record: record})
+	return g.Gate(ws, r.hooks().Gate(who, pg))
+}
+
+// manageOnly reports whether the team's pattern has the lead only manage.
+// A missing or unknown pattern blocks nothing (fail open).
+func (r *Rules) manageOnly(p string) bool {
+	if r == nil || r.Patterns == nil || p == "" {
+		return false
+	}
+	return r.Patterns.ManageOnly(p)
+}
+
+// roleModel is the model a pattern gives a role, if any.
+func (r *Rules) roleModel(p, role string) string {
+	if r == nil || r.Patterns == nil || p == "" {
+		return ""
+	}
+	pat, ok := r.Patterns.Lookup(p)
+	if !ok {
+		return ""
+	}
+	for _, ro := range pat.Roles {
+		if strings.EqualFold(ro.Name, role) {
+			return ro.Model
+		}
+	}
+	return ""
+}
+
+// recordHistory appends a team's pattern and member names to the history,
+// so later teams can avoid repeating them.
+func (r *Rules) recordHistory(ros store.Roster) {
+	if r == nil || r.History == nil {
+		return
+	}
+	names := make([]string, 0, len(ros.Members))
+	for _, m := range ros.Members {
+		names = append(names, m.Name)
+	}
+	_ = r.History.Append(pattern.HistoryEntry{Time: time.Now().UTC(), Team: ros.Name, Pattern: ros.Pattern, Members: names})
+}
+
+// recordDecision journals a permission decision.
+func recordDecision(j func(ctx context.Context, typ string, fields map[string]any), name string) func(context.Context, agent.Call, permission.Verdict, agent.Decision) {
+	return func(ctx context.Context, call agent.Call, v permission.Verdict, d agent.Decision) {
+		if v.Effect == permission.Allow && v.Rule == "" {
+			return // the mode's plain default: nothing worth a journal line
+		}
+		j(ctx, "permission_check", map[string]any{"member": name, "tool": call.Name, "effect": string(v.Effect),
+			"rule": v.Rule, "source": v.Source, "reason": v.Reason, "allowed": d.Allow})
+	}
+}
+
+// stopLoop runs the Stop hooks after a turn ended on its own; a hook that
+// blocks sends the agent back to work with its reason, at most three times.
+func stopLoop(ctx context.Context, hooks *hook.Runner, who hook.Who, run func([]llm.Block) error) {
+	for i := 0; i < 3 && hooks.Has("Stop"); i++ {
+		out := hooks.Stop(ctx, who, false, i > 0)
+		if !out.Blocked {
+			return
+		}
+		if err := run([]llm.Block{llm.TextBlock("A Stop hook sent you back to work: " + out.Reason)}); err != nil {
+			return
+		}
+	}
+}
