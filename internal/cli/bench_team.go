@@ -183,7 +183,7 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 	}
 	defer e.close()
 	flags := teamFlags{teammateMode: team.ModeInProcess, permissionMode: team.PermBypass}
-	cfg, err := bench.sessionConfig(e, provider, "", 0, &flags)
+	cfg, err := bench.sessionConfig(e, provider, "", 0, &flags, providerFlags{provider: "anthropic"})
 	if err != nil {
 		return nil, err
 	}

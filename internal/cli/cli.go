@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/troupe-dev/troupe/internal/llm"
 )
 
 // Exit codes, documented in README.md.
@@ -44,7 +46,13 @@ type app struct {
 	workspace string // --workspace
 	stateDir  string // --state-dir (default <workspace>/.troupe, or $TROUPE_HOME)
 
-	run runFlags // the root command's headless-run flags
+	run    runFlags // the root command's headless-run flags
+	record string   // --record: the cassette to write
+
+	// args is the command line (for --record's header); providerOverride
+	// replaces every model provider (troupe replay).
+	args             []string
+	providerOverride llm.Provider
 }
 
 // Workspace returns the absolute workspace directory.
@@ -77,7 +85,7 @@ func (a *app) StateDir() (string, error) {
 
 // Main runs troupe with args and returns the process exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
+	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, args: args}
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -104,11 +112,12 @@ func (a *app) rootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&a.workspace, "workspace", "", "workspace directory (default: the current directory)")
 	root.PersistentFlags().StringVar(&a.stateDir, "state-dir", "", "state directory (default: <workspace>/.troupe, or $TROUPE_HOME)")
+	root.PersistentFlags().StringVar(&a.record, "record", "", "write every model request and response of the run to this cassette (replay it with troupe replay)")
 	a.addRunFlags(root)
 
 	bench := &cobra.Command{Use: "bench", Short: "Measure the runtime itself and print JSON figures"}
 	bench.AddCommand(a.benchTurnCmd(), a.benchStoreCmd(), a.benchTeamCmd())
-	root.AddCommand(bench, a.fakeAPICmd(), a.demoCmd(), a.agentCmd(), a.toolsCmd(), a.hooksCmd(), a.patternsCmd())
+	root.AddCommand(bench, a.fakeAPICmd(), a.demoCmd(), a.agentCmd(), a.toolsCmd(), a.hooksCmd(), a.patternsCmd(), a.replayCmd())
 	root.AddCommand(a.storeCmds()...)
 	return root
 }

@@ -11,6 +11,7 @@ import (
 
 	fakeapiexamples "github.com/troupe-dev/troupe/examples/fakeapi"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
+	"github.com/troupe-dev/troupe/internal/llm/fakeopenai"
 )
 
 // TestMain lets testscript run `troupe` as a command inside scripts: the test
@@ -35,7 +36,8 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"fakeapi": cmdFakeAPI,
+			"fakeapi":    cmdFakeAPI,
+			"fakeopenai": cmdFakeOpenAI,
 		},
 	})
 }
@@ -74,4 +76,21 @@ func cmdFakeAPI(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Defer(func() { _ = srv.Close() })
 	ts.Setenv("ANTHROPIC_BASE_URL", url)
 	ts.Setenv("ANTHROPIC_API_KEY", "sk-fake-secret-key")
+}
+
+// cmdFakeOpenAI serves the scripted fake chat-completions API on loopback
+// for the rest of the script and points OPENAI_BASE_URL at it:
+//
+//	fakeopenai SCRIPT-FILE
+func cmdFakeOpenAI(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: fakeopenai SCRIPT-FILE")
+	}
+	script, err := fakeopenai.ParseScript([]byte(ts.ReadFile(args[0])))
+	ts.Check(err)
+	srv := fakeopenai.New(script, fakeopenai.Options{})
+	url, err := srv.Start("127.0.0.1:0")
+	ts.Check(err)
+	ts.Defer(func() { _ = srv.Close() })
+	ts.Setenv("OPENAI_BASE_URL", url)
 }

@@ -14,6 +14,7 @@ import (
 
 	fakeapiexamples "github.com/troupe-dev/troupe/examples/fakeapi"
 	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 	"github.com/troupe-dev/troupe/internal/store"
@@ -101,9 +102,15 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
 		return withCode(ExitError, err)
 	}
 	defer fake.Close()
-	provider, err := anthropic.New(anthropic.Config{APIKey: "demo", BaseURL: base})
+	var provider llm.Provider = a.providerOverride
+	if provider == nil {
+		if provider, err = anthropic.New(anthropic.Config{APIKey: "demo", BaseURL: base}); err != nil {
+			return withCode(ExitError, err)
+		}
+	}
+	provider, finishRecord, err := a.recording(provider, a.record, dir)
 	if err != nil {
-		return withCode(ExitError, err)
+		return err
 	}
 	e, err := a.openEnv(dir, a.stderr)
 	if err != nil {
@@ -118,7 +125,7 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
 	tl := &timeline{w: out, start: time.Now()}
 	tally := newTally()
 	flags := teamFlags{teammateMode: mode, permissionMode: team.PermBypass}
-	cfg, err := a.sessionConfig(e, provider, "", 0, &flags)
+	cfg, err := a.sessionConfig(e, provider, "", 0, &flags, providerFlags{provider: "anthropic", baseURL: base})
 	if err != nil {
 		return withCode(ExitError, err)
 	}
@@ -135,6 +142,9 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
 	fmt.Fprintf(out, "troupe demo: a team on the bundled scripted model, in %s\n\n", dir)
 	res, runErr := sess.RunHeadless(a.ctx, demoGoal)
 	closeErr := sess.Close()
+	if err := finishRecord(); err != nil && closeErr == nil {
+		closeErr = err
+	}
 
 	rep := demoReport{Workspace: dir, TeammateMode: mode, DurationMS: time.Since(tl.start).Milliseconds(), PlanApprovals: tl.plans()}
 	if res != nil {
@@ -145,12 +155,16 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
 	rep.TasksTotal, rep.TasksCompleted, rep.Teammates, rep.Messages = len(tally.tasks), len(tally.completed), len(tally.teammates), tally.messages
 	tally.mu.Unlock()
 	rep.ModelCalls = len(fake.Requests())
+	unmatched := fake.Unmatched()
+	if a.providerOverride != nil {
+		rep.ModelCalls, unmatched = tl.modelCalls(), 0 // replayed: the fake was not called
+	}
 	for _, f := range demoFiles {
 		if st, err := os.Stat(filepath.Join(dir, f)); err == nil && st.Size() > 0 {
 			rep.FilesWritten = append(rep.FilesWritten, f)
 		}
 	}
-	rep.OK = runErr == nil && closeErr == nil && fake.Unmatched() == 0 && rep.TasksTotal == 4 && rep.TasksCompleted == 4 &&
+	rep.OK = runErr == nil && closeErr == nil && unmatched == 0 && rep.TasksTotal == 4 && rep.TasksCompleted == 4 &&
 		len(rep.FilesWritten) == len(demoFiles)
 	if asJSON {
 		enc := json.NewEncoder(a.stdout)
@@ -170,13 +184,13 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
 		return withCode(ExitError, runErr)
 	case closeErr != nil:
 		return withCode(ExitError, closeErr)
-	case fake.Unmatched() > 0:
+	case unmatched > 0:
 		for _, r := range fake.Requests() {
 			if r.Rule < 0 && r.Status == 200 {
 				e.logger.Warn("demo call off script", "call", r.N, "agent", r.Agent, "last_turn", lastTurnText(r.Body))
 			}
 		}
-		return withCode(ExitError, fmt.Errorf("the demo went off script: %d model calls matched no rule (see %s)", fake.Unmatched(), filepath.Join(e.stateDir, "troupe.log")))
+		return withCode(ExitError, fmt.Errorf("the demo went off script: %d model calls matched no rule (see %s)", unmatched, filepath.Join(e.stateDir, "troupe.log")))
 	case !rep.OK:
 		return withCode(ExitError, fmt.Errorf("the demo did not finish: %d/%d tasks completed, files %v", rep.TasksCompleted, rep.TasksTotal, rep.FilesWritten))
 	}
@@ -190,6 +204,13 @@ type timeline struct {
 	start time.Time
 	mu    sync.Mutex
 	plan  map[string]int
+	calls int
+}
+
+func (t *timeline) modelCalls() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.calls
 }
 
 func (t *timeline) line(who, format string, args ...any) {
@@ -210,6 +231,10 @@ func (t *timeline) plans() map[string]int {
 
 func (t *timeline) agentEvent(ev agent.Event) {
 	switch ev.Type {
+	case agent.EventUsage:
+		t.mu.Lock()
+		t.calls++
+		t.mu.Unlock()
 	case agent.EventToolCall:
 		var in struct {
 			Path    string `json:"path"`

@@ -28,6 +28,7 @@ type runFlags struct {
 	maxRetries   int
 	verbose      bool
 	team         teamFlags
+	provider     providerFlags
 }
 
 func (a *app) addRunFlags(root *cobra.Command) {
@@ -39,6 +40,7 @@ func (a *app) addRunFlags(root *cobra.Command) {
 	root.Flags().IntVar(&f.maxRetries, "max-retries", 5, "retries of a failed model call (429, 529, 5xx, broken connections)")
 	root.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "show tool calls and results on stderr (text output)")
 	f.team.add(root.Flags())
+	f.provider.add(root.Flags())
 	root.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
 			return fmt.Errorf("unknown command %q; see troupe --help", args[0])
@@ -48,27 +50,6 @@ func (a *app) addRunFlags(root *cobra.Command) {
 		}
 		return a.runHeadless(cmd)
 	}
-}
-
-// providerFromEnv returns the Anthropic provider configured by the
-// environment, or an error carrying the documented exit code.
-func (a *app) providerFromEnv(maxRetries int) (llm.Provider, string, error) {
-	key := os.Getenv("ANTHROPIC_API_KEY")
-	base := os.Getenv("ANTHROPIC_BASE_URL")
-	if maxRetries == 0 {
-		maxRetries = -1
-	}
-	p, err := anthropic.New(anthropic.Config{APIKey: key, BaseURL: base, MaxRetries: maxRetries})
-	if errors.Is(err, llm.ErrMissingKey) {
-		return nil, "", withCode(ExitNoKey, errors.New("ANTHROPIC_API_KEY is not set (export it, or try `troupe demo`, which needs no key)"))
-	}
-	if err != nil {
-		return nil, "", withCode(ExitError, err)
-	}
-	if base == "" {
-		base = "https://api.anthropic.com"
-	}
-	return p, base, nil
 }
 
 func (a *app) runHeadless(cmd *cobra.Command) error {
@@ -85,7 +66,11 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return withCode(ExitUsage, fmt.Errorf("workspace %s is not a directory", dir))
 	}
-	provider, base, err := a.providerFromEnv(f.maxRetries)
+	provider, base, err := a.buildProvider(f.provider, f.maxRetries)
+	if err != nil {
+		return err
+	}
+	provider, finishRecord, err := a.recording(provider, a.record, dir)
 	if err != nil {
 		return err
 	}
@@ -95,7 +80,7 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 	}
 	defer e.close()
 	out := newRunOutput(f.outputFormat, a.stdout, a.stderr, f.verbose)
-	cfg, err := a.sessionConfig(e, provider, f.model, f.maxTurns, &f.team)
+	cfg, err := a.sessionConfig(e, provider, f.model, f.maxTurns, &f.team, f.provider)
 	if err != nil {
 		return withCode(ExitError, err)
 	}
@@ -105,9 +90,6 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 	cfg.OnEvent = func(ev store.Event) {
 		tl.observe(ev)
 		out.teamEvent(ev)
-	}
-	if f.team.teammateMode == team.ModeProcess {
-		cfg.AgentEnv = []string{"ANTHROPIC_BASE_URL=" + os.Getenv("ANTHROPIC_BASE_URL")}
 	}
 	sess, err = team.NewSession(cfg)
 	if err != nil {
@@ -119,6 +101,9 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 	out.finish(res, tl, runErr, time.Since(start))
 	if runErr == nil && closeErr != nil {
 		runErr = closeErr
+	}
+	if err := finishRecord(); err != nil && runErr == nil {
+		runErr = err
 	}
 	switch {
 	case runErr == nil:

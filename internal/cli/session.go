@@ -193,7 +193,7 @@ func (a *app) stateDirFor(dir string) (string, error) {
 }
 
 // sessionConfig builds a team session's configuration.
-func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurns int, f *teamFlags) (team.Config, error) {
+func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurns int, f *teamFlags, pf providerFlags) (team.Config, error) {
 	cfg := team.Config{
 		Store: e.store, Provider: provider, Workspace: e.ws, Model: model, TeammateModel: f.teammateModel,
 		TeammateMode: f.teammateMode, IdleTimeout: f.idleTimeout, MaxTurns: maxTurns,
@@ -212,6 +212,9 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 			return cfg, err
 		}
 		cfg.AgentCommand = []string{exe, "agent", "--workspace", e.dir, "--state-dir", e.stateDir}
+		pargs, penv := agentProviderArgs(pf)
+		cfg.AgentCommand = append(cfg.AgentCommand, pargs...)
+		cfg.AgentEnv = append(cfg.AgentEnv, penv...)
 		if maxTurns > 0 {
 			cfg.AgentCommand = append(cfg.AgentCommand, "--max-turns", fmt.Sprint(maxTurns))
 		}
@@ -232,6 +235,7 @@ func (a *app) agentCmd() *cobra.Command {
 		teamName, name, model string
 		maxTurns, maxRetries  int
 		idleTimeout           time.Duration
+		pf                    providerFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --team T --name N",
@@ -247,7 +251,7 @@ also be started by hand, on any machine that shares the state directory.`,
 			if err != nil {
 				return withCode(ExitUsage, err)
 			}
-			provider, _, err := a.providerFromEnv(maxRetries)
+			provider, _, err := a.buildProvider(pf, maxRetries)
 			if err != nil {
 				return err
 			}
@@ -276,6 +280,7 @@ also be started by hand, on any machine that shares the state directory.`,
 	cmd.Flags().IntVar(&maxTurns, "max-turns", 0, "bound the model calls of each turn (0: none)")
 	cmd.Flags().IntVar(&maxRetries, "max-retries", 5, "retries of a failed model call")
 	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", 0, "exit after this long idle (0: stay until shut down)")
+	pf.add(cmd.Flags())
 	return cmd
 }
 

@@ -69,6 +69,7 @@ type Member struct {
 	goIdle       string          // the summary of the turn that just ended, for the idle notification
 	shutDown     bool            // the roster already says shutdown
 	chain        agent.Gate      // guard, PreToolUse hooks, permission policy
+	ids          requestIDs
 	who          hook.Who
 	// idleHookBlocks counts TeammateIdle hooks that sent the member back to
 	// work since its last real work.
@@ -626,7 +627,7 @@ func (m *Member) gate(ctx context.Context, c agent.Call) agent.Decision {
 // askPermission sends a permission_request to the lead and waits for the
 // permission_response with the same request_id.
 func (m *Member) askPermission(ctx context.Context, c agent.Call, why string) agent.Decision {
-	reqID := "perm-" + store.NewID(time.Now())
+	reqID := m.ids.next(ctx, m.team, m.name, "perm")
 	ch := make(chan bool, 1)
 	m.mu.Lock()
 	m.permWaiting[reqID] = ch

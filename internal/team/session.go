@@ -119,7 +119,8 @@ type Session struct {
 	ackTeam  store.Team // the lead's inbox messages handed to its conversation,
 	ackID    string     // acked once the conversation has recorded them
 	follower *follower
-	pattern  string   // the active team's pattern
+	pattern  string // the active team's pattern
+	ids      requestIDs
 	who      hook.Who // the lead, for hooks
 
 	wg sync.WaitGroup

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/troupe-dev/troupe/internal/hook"
 	"github.com/troupe-dev/troupe/internal/llm"
@@ -162,7 +161,7 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 	}
 	for _, name := range live {
 		if _, err := s.sendAs(ctx, t, store.Message{Type: store.TypeShutdownRequest, From: store.LeadName, To: name,
-			RequestID: "shutdown-" + store.NewID(time.Now()), Content: "The team is being deleted."}); err != nil {
+			RequestID: s.ids.next(ctx, t, store.LeadName, "shutdown"), Content: "The team is being deleted."}); err != nil {
 			return "", err
 		}
 	}
@@ -350,7 +349,7 @@ func (b *binding) sendMessage(ctx context.Context, a sendMessageArgs) (string, e
 		if !b.lead {
 			return "", errors.New("only the lead asks teammates to shut down; end your turn instead")
 		}
-		msg.RequestID = "shutdown-" + store.NewID(time.Now())
+		msg.RequestID = b.sess.ids.next(ctx, t, b.self, "shutdown")
 		if msg.Content == "" {
 			msg.Content = "Please shut down."
 		}
@@ -389,7 +388,7 @@ func (b *binding) sendMessage(ctx context.Context, a sendMessageArgs) (string, e
 		if strings.TrimSpace(a.Content) == "" {
 			return "", errors.New("a plan_approval_request needs the plan as content")
 		}
-		msg.RequestID = "plan-" + store.NewID(time.Now())
+		msg.RequestID = b.member.ids.next(ctx, t, b.self, "plan")
 		msg.Plan = a.Content
 		if a.Recipient == "" {
 			a.Recipient = store.LeadName

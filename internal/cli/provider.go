@@ -1,0 +1,210 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/llm/anthropic"
+	"github.com/troupe-dev/troupe/internal/llm/cassette"
+	"github.com/troupe-dev/troupe/internal/llm/openai"
+)
+
+// providerFlags choose the model endpoint.
+type providerFlags struct {
+	provider string // anthropic (default) or openai
+	baseURL  string // the chosen provider's endpoint
+}
+
+func (f *providerFlags) add(fs interface {
+	StringVar(*string, string, string, string)
+}) {
+	fs.StringVar(&f.provider, "provider", "anthropic", "model provider: anthropic (ANTHROPIC_API_KEY) or openai (an OpenAI-compatible server: Ollama, vLLM, llama.cpp; OPENAI_API_KEY if it needs one)")
+	fs.StringVar(&f.baseURL, "base-url", "", "the provider's endpoint (default: ANTHROPIC_BASE_URL or OPENAI_BASE_URL)")
+}
+
+// buildProvider returns the provider of a run: a router whose default is
+// the chosen provider and which also reaches the other one when it is
+// configured, so that one agent can use "openai:llama3.1" while the rest use
+// the default. A missing key or endpoint is an error with its exit code.
+func (a *app) buildProvider(pf providerFlags, maxRetries int) (llm.Provider, string, error) {
+	if a.providerOverride != nil {
+		return a.providerOverride, "replay", nil
+	}
+	if maxRetries == 0 {
+		maxRetries = -1
+	}
+	router := &llm.Router{Default: pf.provider, Providers: map[string]llm.Provider{}, Missing: map[string]string{
+		"anthropic": "set ANTHROPIC_API_KEY",
+		"openai":    "set OPENAI_BASE_URL, or run with --provider openai --base-url URL",
+	}}
+	anthropicURL, openaiURL := os.Getenv("ANTHROPIC_BASE_URL"), os.Getenv("OPENAI_BASE_URL")
+	switch pf.provider {
+	case "anthropic":
+		if pf.baseURL != "" {
+			anthropicURL = pf.baseURL
+		}
+	case "openai":
+		if pf.baseURL != "" {
+			openaiURL = pf.baseURL
+		}
+		if openaiURL == "" {
+			return nil, "", withCode(ExitUsage, errors.New("--provider openai needs --base-url URL (or OPENAI_BASE_URL), e.g. http://localhost:11434/v1 for Ollama"))
+		}
+	default:
+		return nil, "", withCode(ExitUsage, fmt.Errorf("--provider must be anthropic or openai, not %q", pf.provider))
+	}
+	if key := os.Getenv("ANTHROPIC_API_KEY"); key != "" {
+		p, err := anthropic.New(anthropic.Config{APIKey: key, BaseURL: anthropicURL, MaxRetries: maxRetries})
+		if err != nil {
+			return nil, "", withCode(ExitError, err)
+		}
+		router.Providers["anthropic"] = p
+	} else if pf.provider == "anthropic" {
+		return nil, "", withCode(ExitNoKey, errors.New("ANTHROPIC_API_KEY is not set (export it, use --provider openai for a local server, or try `troupe demo`, which needs no key)"))
+	}
+	if openaiURL != "" {
+		p, err := openai.New(openai.Config{APIKey: os.Getenv("OPENAI_API_KEY"), BaseURL: openaiURL, MaxRetries: maxRetries})
+		if err != nil {
+			return nil, "", withCode(ExitError, err)
+		}
+		router.Providers["openai"] = p
+	}
+	endpoint := anthropicURL
+	if pf.provider == "openai" {
+		endpoint = openaiURL
+	}
+	if endpoint == "" {
+		endpoint = "https://api.anthropic.com"
+	}
+	return router, endpoint, nil
+}
+
+// agentProviderArgs are the flags and environment that give a teammate
+// process the same providers as the lead (keys come from the inherited
+// environment and are never written anywhere).
+func agentProviderArgs(pf providerFlags) (args, env []string) {
+	args = []string{"--provider", pf.provider}
+	if pf.baseURL != "" {
+		args = append(args, "--base-url", pf.baseURL)
+	}
+	return args, nil
+}
+
+// recording wraps p so every model call of the run is written to the
+// cassette at path; finish closes it and reports a write error.
+func (a *app) recording(p llm.Provider, path, workspace string) (llm.Provider, func() error, error) {
+	if path == "" {
+		return p, func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, withCode(ExitError, fmt.Errorf("--record: %w", err))
+	}
+	rec := cassette.NewRecorder(p, f, cassette.Header{
+		CreatedAt: time.Now().UTC(), Provider: p.Name(), Args: replayArgs(a.args),
+		Meta: map[string]string{"workspace": workspace},
+	})
+	return rec, func() error {
+		werr := rec.Err()
+		if err := f.Close(); werr == nil {
+			werr = err
+		}
+		if werr != nil {
+			return fmt.Errorf("--record %s: %w", path, werr)
+		}
+		return nil
+	}, nil
+}
+
+// replayArgs is the command line without --record and --workspace (the
+// replay runs in a fresh workspace of its own).
+func replayArgs(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--record" || a == "--workspace" || a == "--state-dir":
+			i++
+		case strings.HasPrefix(a, "--record=") || strings.HasPrefix(a, "--workspace=") || strings.HasPrefix(a, "--state-dir="):
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// replayCmd is `troupe replay FILE`.
+func (a *app) replayCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "replay FILE",
+		Short: "Re-run a recorded run against its cassette, with no network, and report the first difference",
+		Long: `Re-runs the command recorded in FILE (made with --record) in a fresh
+workspace, answering every model call from the cassette instead of a model.
+Each agent's calls are answered in that agent's recorded order; the first
+request that differs from the recording (because the code, the prompts or the
+tools changed) is reported with the agent, the call and the first field that
+differs, and the replay exits 1.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return withCode(ExitUsage, err)
+			}
+			c, err := cassette.Load(bytes.NewReader(data))
+			if err != nil {
+				return withCode(ExitUsage, err)
+			}
+			if len(c.Header.Args) == 0 {
+				return withCode(ExitUsage, fmt.Errorf("%s records no command to re-run", args[0]))
+			}
+			dir, err := os.MkdirTemp("", "troupe-replay-")
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			if a.workspace != "" {
+				dir = a.workspace
+			}
+			dir, _ = filepath.Abs(dir)
+			// The recorded prompts name the recorded workspace; the replay
+			// runs elsewhere.
+			if old := c.Header.Meta["workspace"]; old != "" && old != dir {
+				data = bytes.ReplaceAll(data, []byte(old), []byte(dir))
+				if c, err = cassette.Load(bytes.NewReader(data)); err != nil {
+					return withCode(ExitUsage, err)
+				}
+			}
+			rp := cassette.NewReplayer(c)
+			sub := &app{ctx: a.ctx, stdin: a.stdin, stdout: a.stdout, stderr: a.stderr, providerOverride: rp}
+			root := sub.rootCmd()
+			runArgs := append(append([]string(nil), c.Header.Args...), "--workspace", dir)
+			sub.args = runArgs
+			root.SetArgs(runArgs)
+			root.SetIn(a.stdin)
+			root.SetOut(a.stdout)
+			root.SetErr(a.stderr)
+			fmt.Fprintf(a.stderr, "troupe: replaying %q in %s\n", strings.Join(c.Header.Args, " "), dir)
+			runErr := root.ExecuteContext(a.ctx)
+			if d := rp.Divergence(); d != nil {
+				return withCode(ExitError, d)
+			}
+			if unused := rp.Unused(); len(unused) > 0 {
+				return withCode(ExitError, fmt.Errorf("the replay made fewer model calls than the recording: %v left unused", unused))
+			}
+			if runErr != nil {
+				return runErr
+			}
+			u := c.Usage()
+			fmt.Fprintf(a.stderr, "troupe: replay matched the recording (%d calls; %d input, %d output, %d cache-read tokens)\n",
+				len(c.Entries), u.InputTokens, u.OutputTokens, u.CacheReadTokens)
+			return nil
+		},
+	}
+}
