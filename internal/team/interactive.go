@@ -1,0 +1,375 @@
+package team
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html"
+	"strings"
+	"sync"
+
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/store"
+)
+
+// Interactive drives a session with a human at the keyboard (the terminal
+// UI). The human's lines go to the lead; each lead turn runs under its own
+// context, so Interrupt stops the turn and the conversation stays as it was
+// up to that point. Between turns the lead is woken by its inbox as in a
+// headless run, with one difference: a team that is done or stalled does
+// not end the session, the human decides what comes next.
+//
+// Permission and plan requests reach the human through
+// Config.HumanRequests, set when the session is made; Answer replies to
+// them.
+type Interactive struct {
+	s        *Session
+	onUpdate func(Update)
+	wake     chan struct{}
+
+	mu          sync.Mutex
+	queue       []command
+	cancel      context.CancelFunc // of the lead's turn in progress
+	interrupted bool               // the turn in progress was interrupted
+
+	// Touched by Run's goroutine only.
+	held         []store.Message // idle notifications not yet given to the lead
+	lastIdleOnly bool            // the last wake came from idle notifications alone
+	noteStop     bool            // tell the lead its last turn was interrupted
+	reported     string          // the team state last reported
+}
+
+// command is something the human asked of the lead.
+type command struct {
+	text    string
+	compact bool
+}
+
+// UpdateKind names an Update.
+type UpdateKind string
+
+// What an Interactive reports, beyond the agents' and the team's events.
+const (
+	UpdateTurnStart UpdateKind = "turn_start" // the lead starts a turn (Why)
+	UpdateTurnEnd   UpdateKind = "turn_end"   // the lead's turn ended (Text, Err, Interrupted)
+	UpdateToLead    UpdateKind = "to_lead"    // inbox messages handed to the lead, verbatim (Messages)
+	UpdateCompacted UpdateKind = "compacted"  // /compact finished (Err, Interrupted)
+	UpdateTeam      UpdateKind = "team"       // the team is done or stalled (Text; "" when it is busy again)
+)
+
+// Update is a change an Interactive reports to its UI.
+type Update struct {
+	Kind        UpdateKind
+	Why         string
+	Text        string
+	Err         error
+	Interrupted bool
+	Messages    []store.Message
+}
+
+// NewInteractive returns a driver for s. onUpdate (may be nil) is called
+// from Run's goroutine; it must not block for long.
+func NewInteractive(s *Session, onUpdate func(Update)) *Interactive {
+	if onUpdate == nil {
+		onUpdate = func(Update) {}
+	}
+	return &Interactive{s: s, onUpdate: onUpdate, wake: make(chan struct{}, 1)}
+}
+
+// Submit queues text for the lead; it is given to the lead as soon as the
+// lead is not in a turn.
+func (i *Interactive) Submit(text string) { i.push(command{text: text}) }
+
+// Compact queues a compaction of the lead's conversation (/compact); focus
+// says what the summary should dwell on.
+func (i *Interactive) Compact(focus string) { i.push(command{text: focus, compact: true}) }
+
+func (i *Interactive) push(c command) {
+	i.mu.Lock()
+	i.queue = append(i.queue, c)
+	i.mu.Unlock()
+	select {
+	case i.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (i *Interactive) take() (command, bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if len(i.queue) == 0 {
+		return command{}, false
+	}
+	c := i.queue[0]
+	i.queue = i.queue[1:]
+	return c, true
+}
+
+// Interrupt stops the lead's turn in progress (or a compaction), keeping
+// the conversation. It reports whether there was one to stop.
+func (i *Interactive) Interrupt() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.cancel == nil {
+		return false
+	}
+	i.interrupted = true
+	i.cancel()
+	return true
+}
+
+// Busy reports whether the lead is in a turn.
+func (i *Interactive) Busy() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.cancel != nil
+}
+
+// Send sends text from the human to a member (`@alice text`). A message to
+// the lead is queued like Submit.
+func (i *Interactive) Send(ctx context.Context, to, text string) error {
+	name, err := store.NormalizeName(to)
+	if err != nil {
+		return err
+	}
+	if name == store.LeadName {
+		i.Submit(text)
+		return nil
+	}
+	if _, err := i.s.Team(); err != nil {
+		return fmt.Errorf("no team yet, so there is no %s to message: ask the lead to create one", name)
+	}
+	return i.s.SendAsHuman(ctx, name, text)
+}
+
+// Answer answers a permission or plan approval request as the human.
+func (i *Interactive) Answer(ctx context.Context, requestID string, approve bool, feedback string) error {
+	return i.s.AnswerAsHuman(ctx, requestID, approve, feedback)
+}
+
+// Running returns the names of the teammates whose runtime is up.
+func (i *Interactive) Running() []string { return i.s.running() }
+
+// Run drives the lead until ctx ends, and returns ctx's error. A failed
+// lead turn does not end it: the failure is reported and the human goes on.
+func (i *Interactive) Run(ctx context.Context) error {
+	for {
+		w, err := i.next(ctx)
+		if err != nil {
+			return err
+		}
+		if err := i.turn(ctx, w); err != nil {
+			return err
+		}
+	}
+}
+
+// wakeup is what the lead is woken with.
+type wakeup struct {
+	input    []llm.Block
+	why      string
+	idleOnly bool
+	compact  bool
+	focus    string
+}
+
+// turn runs one lead turn (or a compaction) under its own context.
+func (i *Interactive) turn(ctx context.Context, w wakeup) error {
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	i.mu.Lock()
+	i.cancel, i.interrupted = cancel, false
+	i.mu.Unlock()
+	var u Update
+	if w.compact {
+		err := i.s.lead.Compact(tctx, w.focus)
+		u = Update{Kind: UpdateCompacted, Err: err}
+	} else {
+		i.lastIdleOnly = w.idleOnly
+		i.reported = ""
+		i.onUpdate(Update{Kind: UpdateTurnStart, Why: w.why})
+		r, err := i.s.runLead(tctx, w.input, w.idleOnly)
+		u = Update{Kind: UpdateTurnEnd, Err: err}
+		if r != nil {
+			u.Text = r.Text
+		}
+	}
+	i.mu.Lock()
+	i.cancel = nil
+	u.Interrupted = i.interrupted
+	i.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if u.Interrupted {
+		if errors.Is(u.Err, context.Canceled) {
+			u.Err = nil
+		}
+		i.noteStop = !w.compact
+	}
+	i.onUpdate(u)
+	return nil
+}
+
+// next waits for what should wake the lead: the human first, then its
+// inbox. Idle notifications are held and folded into the next wake; on
+// their own they wake the lead only when every teammate is idle and work
+// remains that none of them can take (as in a headless run).
+func (i *Interactive) next(ctx context.Context) (wakeup, error) {
+	var (
+		watched store.Team
+		stop    context.CancelFunc = func() {}
+		inboxCh <-chan struct{}
+		boardCh <-chan struct{}
+	)
+	defer func() { stop() }()
+	for {
+		if c, ok := i.take(); ok {
+			if c.compact {
+				return wakeup{compact: true, focus: c.text}, nil
+			}
+			var input []llm.Block
+			if i.noteStop {
+				input = append(input, llm.TextBlock("(The human interrupted your previous turn.)"))
+				i.noteStop = false
+			}
+			input = append(input, llm.TextBlock(c.text))
+			if len(i.held) > 0 {
+				input = append(input, messageBlocks(i.held)...)
+				i.held = nil
+			}
+			return wakeup{input: input, why: "human"}, nil
+		}
+		t, err := i.s.Team()
+		if err != nil {
+			t = nil
+		}
+		if t != watched {
+			stop()
+			watched, inboxCh, boardCh = t, nil, nil
+			if t != nil {
+				wctx, cancel := context.WithCancel(ctx)
+				stop = cancel
+				if inboxCh, err = t.Mailbox().Watch(wctx, store.LeadName); err != nil {
+					return wakeup{}, err
+				}
+				if boardCh, err = t.Tasks().Watch(wctx); err != nil {
+					return wakeup{}, err
+				}
+			}
+		}
+		if t != nil {
+			w, ok, err := i.fromInbox(ctx, t)
+			if err != nil || ok {
+				return w, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return wakeup{}, ctx.Err()
+		case <-i.wake:
+		case <-inboxCh:
+		case <-boardCh:
+		}
+	}
+}
+
+// fromInbox takes what waits in the lead's inbox and decides whether it
+// wakes the lead.
+func (i *Interactive) fromInbox(ctx context.Context, t store.Team) (wakeup, bool, error) {
+	msgs, err := i.s.fetchLead(ctx, t)
+	if err != nil {
+		return wakeup{}, false, err
+	}
+	var others []store.Message
+	for _, m := range msgs {
+		if m.Type == store.TypeIdleNotification {
+			i.held = append(i.held, m)
+		} else {
+			others = append(others, m)
+		}
+	}
+	if len(others) > 0 {
+		i.onUpdate(Update{Kind: UpdateToLead, Messages: others})
+		in := messageBlocks(append(others, i.held...))
+		i.held = nil
+		return wakeup{input: in, why: "message from " + others[0].From}, true, nil
+	}
+	st, err := i.s.state(ctx, t)
+	if err != nil {
+		return wakeup{}, false, err
+	}
+	report := ""
+	switch {
+	case st.stuck && len(i.held) > 0:
+		in := messageBlocks(i.held)
+		i.held = nil
+		return wakeup{input: in, why: "every teammate is idle", idleOnly: true}, true, nil
+	case st.stuck && i.lastIdleOnly:
+		report = "stalled: every teammate is idle and " + st.why
+	case st.done:
+		report = "done"
+	}
+	if report != i.reported {
+		i.reported = report
+		i.onUpdate(Update{Kind: UpdateTeam, Text: report})
+	}
+	return wakeup{}, false, nil
+}
+
+// DeliveredMessages returns the inbox messages among blocks delivered to an
+// agent at a tool boundary, as they were sent (the reverse of the
+// <teammate-message> rendering); other blocks are skipped. A UI uses it to
+// show the human what teammates told the lead, verbatim.
+func DeliveredMessages(blocks []llm.Block) []store.Message {
+	const open, end = "<teammate-message ", "</teammate-message>"
+	var out []store.Message
+	for _, b := range blocks {
+		s := b.Text
+		if b.Type != llm.BlockText || !strings.HasPrefix(s, open) || !strings.HasSuffix(s, end) {
+			continue
+		}
+		head, body, ok := strings.Cut(strings.TrimSuffix(s[len(open):], end), ">")
+		if !ok {
+			continue
+		}
+		m := store.Message{Content: body}
+		for _, kv := range splitAttrs(head) {
+			switch kv[0] {
+			case "from":
+				m.From = kv[1]
+			case "type":
+				m.Type = kv[1]
+			case "summary":
+				m.Summary = kv[1]
+			case "request_id":
+				m.RequestID = kv[1]
+			case "task_id":
+				m.TaskID = kv[1]
+			case "approve":
+				yes := kv[1] == "true"
+				m.Approve = &yes
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// splitAttrs splits `a="x" b="y"` into pairs, unescaping the values.
+func splitAttrs(s string) [][2]string {
+	var out [][2]string
+	for {
+		s = strings.TrimSpace(s)
+		k, rest, ok := strings.Cut(s, `="`)
+		if !ok {
+			return out
+		}
+		v, after, ok := strings.Cut(rest, `"`)
+		if !ok {
+			return out
+		}
+		out = append(out, [2]string{k, html.UnescapeString(v)})
+		s = after
+	}
+}
