@@ -135,6 +135,7 @@ type Event struct {
 	Result     *tool.Result
 	Duration   time.Duration
 	Usage      *llm.Usage
+	Model      string // for EventUsage: the model that answered
 	Blocks     []llm.Block
 	Compaction *Compaction
 }
@@ -328,7 +329,7 @@ func (a *Agent) call(ctx context.Context) (*llm.Response, error) {
 	a.usage.Add(resp.Usage)
 	a.reported, a.measured = resp.Usage.ContextTokens(), len(req.Messages)
 	u := resp.Usage
-	a.emit(Event{Type: EventUsage, Usage: &u})
+	a.emit(Event{Type: EventUsage, Usage: &u, Model: resp.Model})
 	return resp, nil
 }
 

@@ -71,6 +71,7 @@ type Member struct {
 	chain        agent.Gate      // guard, PreToolUse hooks, permission policy
 	ids          requestIDs
 	who          hook.Who
+	currentTask  string // the task the member works on, for usage
 	// idleHookBlocks counts TeammateIdle hooks that sent the member back to
 	// work since its last real work.
 	idleHookBlocks int
@@ -129,7 +130,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		Gate:       m.gate,
 		AfterTool:  cfg.Rules.hooks().AfterTool(m.who),
 		Boundaries: []agent.Boundary{m.boundary, agent.TodoReminder(list), jobAnnouncer(m.jobs)},
-		Observe:    cfg.Observe,
+		Observe:    m.observeUsage(cfg.Observe),
 		Record:     m.record,
 		Identity:   id.Line(),
 		Compactor:  compactor,
@@ -499,6 +500,7 @@ func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, e
 		msgs := m.take()
 		m.mu.Lock()
 		clear(m.nudged)
+		m.currentTask = ""
 		m.mu.Unlock()
 		m.journal(ctx, "deliver", map[string]any{"member": m.name, "ids": ids(msgs), "at": "idle"})
 		m.idleHookBlocks = 0
@@ -517,6 +519,9 @@ func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, e
 		m.nudged[t.ID] = true
 		m.mu.Unlock()
 		if !done {
+			m.mu.Lock()
+			m.currentTask = t.ID
+			m.mu.Unlock()
 			return []llm.Block{llm.TextBlock(taskText(t, "You still own unfinished"))}, "resume task #" + t.ID, false, nil
 		}
 	}
@@ -526,6 +531,9 @@ func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, e
 	}
 	if t != nil {
 		m.idleHookBlocks = 0
+		m.mu.Lock()
+		m.currentTask = t.ID
+		m.mu.Unlock()
 		return []llm.Block{llm.TextBlock(taskText(*t, "You claimed"))}, "claimed task #" + t.ID, false, nil
 	}
 	return nil, "", false, nil

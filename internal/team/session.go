@@ -111,17 +111,20 @@ type Session struct {
 	lead *agent.Agent
 	jobs *tool.Jobs
 
-	mu       sync.Mutex
-	team     store.Team
-	members  map[string]*handle
-	requests map[string]store.Message // protocol requests addressed to the lead, by request_id
-	stats    Stats
-	ackTeam  store.Team // the lead's inbox messages handed to its conversation,
-	ackID    string     // acked once the conversation has recorded them
-	follower *follower
-	pattern  string // the active team's pattern
-	ids      requestIDs
-	who      hook.Who // the lead, for hooks
+	mu           sync.Mutex
+	team         store.Team
+	members      map[string]*handle
+	requests     map[string]store.Message // protocol requests addressed to the lead, by request_id
+	stats        Stats
+	ackTeam      store.Team // the lead's inbox messages handed to its conversation,
+	ackID        string     // acked once the conversation has recorded them
+	follower     *follower
+	pattern      string // the active team's pattern
+	ids          requestIDs
+	usage        *leadUsage
+	archived     string // where the last deleted team's state went
+	archivedTeam string
+	who          hook.Who // the lead, for hooks
 
 	wg sync.WaitGroup
 }
@@ -176,8 +179,9 @@ func NewSession(cfg Config) (*Session, error) {
 		}
 	}, store.LeadName))
 	s.who = who
+	s.usage = &leadUsage{s: s}
 	sub := &subagent.Runner{Provider: cfg.Provider, Model: cfg.Model, Workspace: cfg.Workspace, Parent: store.LeadName,
-		Observe: cfg.Observe, Gate: gate, Compactor: &compact.Compactor{}}
+		Observe: s.usage.observe(cfg.Observe), Gate: gate, Compactor: &compact.Compactor{}}
 	list := &todo.List{}
 	id := agent.Identity{Name: store.LeadName}
 	compactor, onCompact := compaction(s.Team, store.LeadName, cfg.Logger)
@@ -197,7 +201,7 @@ func NewSession(cfg Config) (*Session, error) {
 		Gate:       gate,
 		AfterTool:  cfg.Rules.hooks().AfterTool(who),
 		Boundaries: []agent.Boundary{s.leadBoundary, agent.TodoReminder(list), jobAnnouncer(s.jobs)},
-		Observe:    cfg.Observe,
+		Observe:    s.usage.observe(cfg.Observe),
 		Record:     s.recordLead,
 		Identity:   id.Line(),
 		Compactor:  compactor,
@@ -640,7 +644,10 @@ func (s *Session) Close() error {
 	s.wg.Wait()
 	s.jobs.StopAll()
 	s.stopFollowing()
-	return nil
+	s.mu.Lock()
+	dir, name := s.archived, s.archivedTeam
+	s.mu.Unlock()
+	return s.usage.flushArchive(dir, name)
 }
 
 // running returns the names of members whose runtime is still up.

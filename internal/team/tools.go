@@ -107,6 +107,7 @@ func (t teamCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	s.pattern = pat
 	s.mu.Unlock()
 	s.follow(team)
+	s.usage.flush(ctx, team)
 	s.journal(ctx, team, "team_create", map[string]any{"description": args.Description, "pattern": args.Pattern})
 	return tool.OK(fmt.Sprintf("Created team %s. You are its lead, %q. Add tasks with TaskCreate and spawn teammates with Task (team_name %q, name, role, prompt).%s", name, store.LeadName, name, note))
 }
@@ -213,13 +214,28 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 		s.cfg.Rules.recordHistory(final)
 	}
 	s.journal(ctx, t, "team_delete", map[string]any{"members": live, "forced": forced})
-	if err := s.cfg.Store.DeleteTeam(ctx, t.Name()); err != nil {
+	kept := ""
+	if ar, ok := s.cfg.Store.(archiver); ok {
+		dst, err := ar.ArchiveTeam(ctx, t.Name())
+		if err != nil {
+			return "", err
+		}
+		kept = fmt.Sprintf(" Its journal and transcripts are kept in %s.", dst)
+		s.mu.Lock()
+		s.archived, s.archivedTeam = dst, t.Name()
+		s.mu.Unlock()
+	} else if err := s.cfg.Store.DeleteTeam(ctx, t.Name()); err != nil {
 		return "", err
 	}
 	s.mu.Lock()
 	s.team = nil
 	s.mu.Unlock()
-	return fmt.Sprintf("Team %s deleted; %d teammates shut down.", t.Name(), len(live)), nil
+	return fmt.Sprintf("Team %s deleted; %d teammates shut down.%s", t.Name(), len(live), kept), nil
+}
+
+// archiver is implemented by stores that keep a deleted team's state.
+type archiver interface {
+	ArchiveTeam(ctx context.Context, name string) (string, error)
 }
 
 // anyDone returns a channel closed when any running member's runtime ends.

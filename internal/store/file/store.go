@@ -30,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -256,6 +257,54 @@ func (s *Store) DeleteTeam(ctx context.Context, name string) error {
 		return fmt.Errorf("delete team %s: %w", n, err)
 	}
 	return syncDir(s.teamsDir)
+}
+
+// ArchiveTeam ends a team like DeleteTeam but keeps its state: the team's
+// directory moves to archive/<name>-<time>/ under the state directory, so
+// its journal (usage, decisions) and transcripts stay readable after the
+// team is gone. It returns the archive's path.
+func (s *Store) ArchiveTeam(ctx context.Context, name string) (string, error) {
+	n, err := store.NormalizeName(name)
+	if err != nil {
+		return "", fmt.Errorf("archive team: %w", err)
+	}
+	dir := s.teamDir(n)
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("archive team %s: %w", n, store.ErrTeamNotFound)
+		}
+		return "", fmt.Errorf("archive team %s: %w", n, err)
+	}
+	archive := filepath.Join(filepath.Dir(s.teamsDir), "archive")
+	if err := os.MkdirAll(archive, 0o755); err != nil {
+		return "", fmt.Errorf("archive team %s: %w", n, err)
+	}
+	dst := filepath.Join(archive, n+"-"+s.opts.Now().UTC().Format("20060102T150405.000000000Z"))
+	s.mu.Lock()
+	for k := range s.readers {
+		if len(k) > len(n) && k[:len(n)+1] == n+"/" {
+			delete(s.readers, k)
+		}
+	}
+	delete(s.rosters, n)
+	s.mu.Unlock()
+	if err := os.Rename(dir, dst); err != nil {
+		return "", fmt.Errorf("archive team %s: %w", n, err)
+	}
+	if err := syncDir(s.teamsDir); err != nil {
+		return "", err
+	}
+	return dst, syncDir(archive)
+}
+
+// Archived returns the archived copies of team name, oldest first.
+func (s *Store) Archived(name string) ([]string, error) {
+	matches, err := filepath.Glob(filepath.Join(filepath.Dir(s.teamsDir), "archive", name+"-*"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(matches)
+	return matches, nil
 }
 
 // Team is one team of a file store.

@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/store/file"
+	"github.com/troupe-dev/troupe/internal/usage"
+)
+
+// usageCmd is `troupe usage T`.
+func (a *app) usageCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "usage TEAM",
+		Short: "Tokens and cost of a team, per agent and per task, coordination apart from work",
+		Long: `Totals every model call of team TEAM from its journal (a deleted team's
+archived journal when it is gone): per agent, per task and per model, with
+coordination (the lead, messages, protocols) apart from work (teammates on
+their tasks). Costs come from built-in list prices of Anthropic models,
+overridden by "prices" in .troupe/settings.json (USD per million tokens:
+{"prices": {"my-model": {"input": 1, "output": 2, "cache_read": 0.1, "cache_write": 1.25}}}).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ws, err := a.Workspace()
+			if err != nil {
+				return withCode(ExitUsage, err)
+			}
+			stateDir, err := a.stateDirFor(ws)
+			if err != nil {
+				return withCode(ExitUsage, err)
+			}
+			events, err := teamEvents(a, stateDir, args[0])
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			prices, err := usage.LoadPrices(ws)
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			rep := usage.Tally(args[0], events, prices)
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			line := func(name string, t usage.Tokens) {
+				cost := fmt.Sprintf("$%.4f", t.CostUSD)
+				if t.Unpriced > 0 {
+					cost += fmt.Sprintf(" (+%d unpriced)", t.Unpriced)
+				}
+				fmt.Fprintf(a.stdout, "  %-22s %5d calls  %9d in  %8d out  %9d cache-read  %8d cache-write  %s\n",
+					name, t.Calls, t.Input, t.Output, t.CacheRead, t.CacheWrite, cost)
+			}
+			fmt.Fprintf(a.stdout, "team %s\n", rep.Team)
+			line("total", rep.Total)
+			line("coordination", rep.Coordination)
+			line("work", rep.Work)
+			fmt.Fprintln(a.stdout, "by agent")
+			for _, k := range usage.Keys(rep.ByAgent) {
+				line(k, rep.ByAgent[k])
+			}
+			if len(rep.ByTask) > 0 {
+				fmt.Fprintln(a.stdout, "by task")
+				for _, k := range usage.Keys(rep.ByTask) {
+					line("#"+k, rep.ByTask[k])
+				}
+			}
+			fmt.Fprintln(a.stdout, "by model")
+			for _, k := range usage.Keys(rep.ByModel) {
+				line(k, rep.ByModel[k])
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// teamEvents reads a team's journal, or its latest archive.
+func teamEvents(a *app, stateDir, name string) ([]store.Event, error) {
+	st, err := file.Open(stateDir, file.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	t, err := st.Team(a.ctx, name)
+	if err == nil {
+		return t.Journal().Read(a.ctx)
+	}
+	if !errors.Is(err, store.ErrTeamNotFound) {
+		return nil, err
+	}
+	dirs, aerr := st.Archived(name)
+	if aerr != nil || len(dirs) == 0 {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(dirs[len(dirs)-1], "events.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Event
+	for _, line := range splitLines(data) {
+		var e store.Event
+		if json.Unmarshal(line, &e) == nil {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func splitLines(data []byte) [][]byte {
+	var out [][]byte
+	for len(data) > 0 {
+		i := 0
+		for i < len(data) && data[i] != '\n' {
+			i++
+		}
+		if i > 0 {
+			out = append(out, data[:i])
+		}
+		if i == len(data) {
+			break
+		}
+		data = data[i+1:]
+	}
+	return out
+}
