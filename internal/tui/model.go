@@ -1,0 +1,432 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/spinner"
+	"charm.land/bubbles/v2/textarea"
+	"charm.land/bubbles/v2/viewport"
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/team"
+)
+
+// viewKind is what the main pane shows.
+type viewKind int
+
+const (
+	viewChat viewKind = iota
+	viewTasks
+	viewTeam
+	viewInbox
+	viewHelp
+)
+
+var viewNames = map[viewKind]string{viewChat: "chat", viewTasks: "tasks", viewTeam: "team", viewInbox: "inbox", viewHelp: "help"}
+
+// Model is the UI's bubbletea model.
+type Model struct {
+	state
+	ctl  Controller
+	now  func() time.Time
+	demo bool
+
+	width, height int
+	view          viewKind
+	follow        bool // the main pane sticks to its bottom
+
+	input    textarea.Model
+	pane     viewport.Model
+	spin     spinner.Model
+	feedback bool // typing the feedback of a denial
+
+	inboxName string
+	inbox     []store.Message
+	md        *markdown
+	quitting  bool
+}
+
+// New returns the UI's model.
+func New(opts Options) *Model {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	in := textarea.New()
+	in.ShowLineNumbers = false
+	in.Placeholder = "Tell the lead what to do · @name to message a teammate · /help"
+	in.KeyMap.InsertNewline = key.NewBinding(key.WithKeys("ctrl+j", "alt+enter", "shift+enter"))
+	in.SetHeight(2)
+	in.CharLimit = 0
+	in.SetPromptFunc(2, func(p textarea.PromptInfo) string {
+		if p.LineNumber == 0 {
+			return "› "
+		}
+		return "  "
+	})
+	in.Focus()
+	m := &Model{
+		state:  newState(),
+		ctl:    opts.Controller,
+		now:    opts.Now,
+		demo:   opts.Demo,
+		follow: true,
+		input:  in,
+		pane:   viewport.New(),
+		spin:   spinner.New(spinner.WithSpinner(spinner.MiniDot)),
+		md:     newMarkdown(),
+	}
+	m.state.demo = opts.Demo
+	m.resize(80, 24)
+	return m
+}
+
+// Init starts the spinner.
+func (m *Model) Init() tea.Cmd { return m.spin.Tick }
+
+// snapshotMsg and inboxMsg carry answers from the Controller.
+type (
+	snapshotMsg struct {
+		snap Snapshot
+		err  error
+	}
+	inboxMsg struct {
+		name string
+		msgs []store.Message
+		err  error
+	}
+	errMsg struct{ err error }
+)
+
+// Update folds a message into the model.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	now := m.now()
+	var cmds []tea.Cmd
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.resize(msg.Width, msg.Height)
+	case spinner.TickMsg:
+		var cmd tea.Cmd
+		m.spin, cmd = m.spin.Update(msg)
+		cmds = append(cmds, cmd)
+	case AgentMsg:
+		m.agentEvent(agent.Event(msg), now)
+	case TeamMsg:
+		e := store.Event(msg)
+		m.teamEvent(e)
+		if m.view == viewTasks || m.view == viewTeam {
+			switch e.Type {
+			case "task_create", "task_update", "complete", "claim", "status", "spawn":
+				cmds = append(cmds, m.refresh())
+			}
+		}
+	case UpdateMsg:
+		m.driverUpdate(team.Update(msg), now)
+	case RequestMsg:
+		r := store.Message(msg)
+		m.requests = append(m.requests, r)
+		m.add(entry{kind: entryRequest, who: r.From, text: requestText(r)})
+		m.stream = -1
+	case PromptMsg:
+		m.add(entry{kind: entryUser, text: string(msg)})
+	case FinishedMsg:
+		f := msg
+		m.finished = &f
+		m.setBusy(false, now)
+		if f.Summary != "" {
+			m.add(entry{kind: entryLead, text: f.Summary})
+		}
+		if f.Err != nil {
+			m.add(entry{kind: entryError, text: f.Err.Error()})
+		}
+		m.view, m.follow = viewChat, true
+	case snapshotMsg:
+		if msg.err == nil {
+			m.snapshot(msg.snap)
+		}
+	case inboxMsg:
+		m.inboxName, m.inbox = msg.name, msg.msgs
+		if msg.err != nil {
+			m.add(entry{kind: entryError, text: fmt.Sprintf("inbox %s: %v", msg.name, msg.err)})
+		}
+	case errMsg:
+		m.add(entry{kind: entryError, text: msg.err.Error()})
+	case tea.KeyPressMsg:
+		if cmd, handled := m.key(msg); handled {
+			cmds = append(cmds, cmd)
+			break
+		}
+		var cmd tea.Cmd
+		m.input, cmd = m.input.Update(msg)
+		cmds = append(cmds, cmd)
+	case tea.PasteMsg:
+		var cmd tea.Cmd
+		m.input, cmd = m.input.Update(msg)
+		cmds = append(cmds, cmd)
+	default:
+		var cmd tea.Cmd
+		m.input, cmd = m.input.Update(msg)
+		cmds = append(cmds, cmd)
+	}
+	m.layout()
+	if m.quitting {
+		cmds = append(cmds, tea.Quit)
+	}
+	return m, tea.Batch(cmds...)
+}
+
+func (m *Model) driverUpdate(u team.Update, now time.Time) {
+	switch u.Kind {
+	case team.UpdateTurnStart:
+		m.setBusy(true, now)
+	case team.UpdateTurnEnd:
+		m.setBusy(false, now)
+		switch {
+		case u.Interrupted:
+			m.note("Interrupted. The lead keeps the conversation; say what to do next.")
+		case u.Err != nil:
+			m.add(entry{kind: entryError, text: "the lead's turn failed: " + u.Err.Error()})
+		}
+	case team.UpdateToLead:
+		m.fromTeam(u.Messages)
+	case team.UpdateCompacted:
+		switch {
+		case u.Interrupted:
+			m.note("Compaction stopped; the conversation is unchanged.")
+		case u.Err != nil:
+			m.add(entry{kind: entryError, text: "compact: " + u.Err.Error()})
+		default:
+			m.note("The lead's conversation was compacted into a summary.")
+		}
+	case team.UpdateTeam:
+		m.teamNote = u.Text
+		if strings.HasPrefix(u.Text, "stalled") {
+			m.note("The team is %s.", u.Text)
+		}
+	}
+}
+
+// key handles the keys the UI owns; the rest go to the input line.
+func (m *Model) key(k tea.KeyPressMsg) (tea.Cmd, bool) {
+	switch k.String() {
+	case "ctrl+c":
+		m.quitting = true
+		return nil, true
+	case "tab":
+		m.setView((m.view + 1) % 3)
+		return m.refresh(), true
+	case "pgup":
+		m.pane.PageUp()
+		m.follow = false
+		return nil, true
+	case "pgdown":
+		m.pane.PageDown()
+		m.follow = m.pane.AtBottom()
+		return nil, true
+	case "esc":
+		switch {
+		case m.busy && m.ctl != nil && m.ctl.Interrupt():
+			m.note("Stopping the lead…")
+		case m.feedback:
+			m.feedback = false
+			m.input.Reset()
+		case m.view != viewChat:
+			m.setView(viewChat)
+		}
+		return nil, true
+	}
+	if m.demo || m.finished != nil && m.ctl == nil {
+		if k.String() == "q" {
+			m.quitting = true
+		}
+		return nil, true
+	}
+	if len(m.requests) > 0 && !m.feedback {
+		return m.answerKey(k.String())
+	}
+	if k.String() == "enter" {
+		text := strings.TrimSpace(m.input.Value())
+		m.input.Reset()
+		if m.feedback {
+			m.feedback = false
+			return m.answer(false, text), true
+		}
+		if text == "" {
+			return nil, true
+		}
+		return m.submit(text), true
+	}
+	return nil, false
+}
+
+// answerKey answers the first waiting request: y allows, n denies, f denies
+// with feedback typed next.
+func (m *Model) answerKey(k string) (tea.Cmd, bool) {
+	switch k {
+	case "y", "Y":
+		return m.answer(true, ""), true
+	case "n", "N":
+		return m.answer(false, ""), true
+	case "f", "F":
+		m.feedback = true
+		m.input.Reset()
+		return nil, true
+	}
+	return nil, true
+}
+
+func (m *Model) answer(approve bool, feedback string) tea.Cmd {
+	if len(m.requests) == 0 {
+		return nil
+	}
+	r := m.requests[0]
+	m.requests = m.requests[1:]
+	verdict := "denied"
+	if approve {
+		verdict = "allowed"
+		if r.Type == store.TypePlanApprovalRequest {
+			verdict = "approved"
+		}
+	}
+	what := "its plan"
+	if r.Type == store.TypePermissionRequest {
+		what = r.ToolName
+	}
+	line := fmt.Sprintf("You %s %s: %s.", verdict, r.From, what)
+	if feedback != "" {
+		line += " Feedback: " + feedback
+	}
+	m.note("%s", line)
+	if m.ctl == nil {
+		return nil
+	}
+	ctl := m.ctl
+	return func() tea.Msg {
+		if err := ctl.Answer(context.Background(), r.RequestID, approve, feedback); err != nil {
+			return errMsg{fmt.Errorf("answer %s: %w", r.From, err)}
+		}
+		return nil
+	}
+}
+
+// submit acts on a line the human entered.
+func (m *Model) submit(text string) tea.Cmd {
+	m.follow = true
+	if strings.HasPrefix(text, "/") {
+		return m.command(text)
+	}
+	if strings.HasPrefix(text, "@") {
+		to, body, _ := strings.Cut(text[1:], " ")
+		body = strings.TrimSpace(body)
+		if to == "" || body == "" {
+			m.add(entry{kind: entryError, text: "write @name and a message, e.g. @alice please also check the tests"})
+			return nil
+		}
+		m.setView(viewChat)
+		m.add(entry{kind: entryToMember, who: to, text: body})
+		if m.ctl == nil {
+			return nil
+		}
+		ctl := m.ctl
+		return func() tea.Msg {
+			if err := ctl.Send(context.Background(), to, body); err != nil {
+				return errMsg{fmt.Errorf("message to %s not sent: %w", to, err)}
+			}
+			return nil
+		}
+	}
+	m.setView(viewChat)
+	m.add(entry{kind: entryUser, text: text})
+	m.stream = -1
+	if m.ctl != nil {
+		m.ctl.Submit(text)
+	}
+	return nil
+}
+
+// command runs a slash command.
+func (m *Model) command(text string) tea.Cmd {
+	name, arg, _ := strings.Cut(strings.TrimPrefix(text, "/"), " ")
+	arg = strings.TrimSpace(arg)
+	switch name {
+	case "quit", "exit", "q":
+		m.quitting = true
+	case "help", "?":
+		m.setView(viewHelp)
+	case "tasks", "board":
+		m.setView(viewTasks)
+		return m.refresh()
+	case "team", "timeline":
+		m.setView(viewTeam)
+		return m.refresh()
+	case "chat":
+		m.setView(viewChat)
+	case "inbox":
+		if arg == "" {
+			arg = store.LeadName
+		}
+		m.setView(viewInbox)
+		m.inboxName, m.inbox = arg, nil
+		if m.ctl == nil {
+			return nil
+		}
+		ctl, name := m.ctl, arg
+		return func() tea.Msg {
+			msgs, err := ctl.Inbox(context.Background(), name)
+			return inboxMsg{name: name, msgs: msgs, err: err}
+		}
+	case "compact":
+		m.setView(viewChat)
+		if m.ctl != nil {
+			m.ctl.Compact(arg)
+		}
+		if m.busy {
+			m.note("The lead's conversation will be compacted when its turn ends.")
+		} else {
+			m.note("Compacting the lead's conversation…")
+		}
+	default:
+		m.add(entry{kind: entryError, text: fmt.Sprintf("unknown command /%s; /help lists them", name)})
+		m.setView(viewChat)
+	}
+	return nil
+}
+
+func (m *Model) setView(v viewKind) {
+	if v != m.view {
+		m.view, m.follow = v, v == viewChat
+		if v != viewChat {
+			m.pane.GotoTop()
+		}
+	}
+}
+
+// refresh asks the controller for a snapshot of the team.
+func (m *Model) refresh() tea.Cmd {
+	if m.ctl == nil {
+		return nil
+	}
+	ctl := m.ctl
+	return func() tea.Msg {
+		sn, err := ctl.Snapshot(context.Background())
+		return snapshotMsg{snap: sn, err: err}
+	}
+}
+
+func requestText(r store.Message) string {
+	switch r.Type {
+	case store.TypePlanApprovalRequest:
+		return "asks you to approve a plan:\n" + strings.TrimSpace(r.Content)
+	case store.TypePermissionRequest:
+		if arg := toolArg(r.ToolInput); arg != "" {
+			return fmt.Sprintf("asks to run %s: %s", r.ToolName, arg)
+		}
+		return "asks to run " + r.ToolName
+	}
+	return r.Content
+}

@@ -1,0 +1,356 @@
+package tui
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/team"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func TestMain(m *testing.M) {
+	time.Local = time.UTC // timelines show local time
+	goleak.VerifyTestMain(m)
+}
+
+var t0 = time.Date(2026, 3, 14, 9, 30, 0, 0, time.UTC)
+
+// fakeCtl records what the UI asks.
+type fakeCtl struct {
+	mu    sync.Mutex
+	calls []string
+	busy  bool
+	snap  Snapshot
+}
+
+func (c *fakeCtl) log(s string)       { c.mu.Lock(); c.calls = append(c.calls, s); c.mu.Unlock() }
+func (c *fakeCtl) Submit(text string) { c.log("submit " + text) }
+func (c *fakeCtl) Interrupt() bool {
+	c.log("interrupt")
+	return c.busy
+}
+func (c *fakeCtl) Compact(focus string) { c.log("compact " + focus) }
+func (c *fakeCtl) Send(_ context.Context, to, text string) error {
+	c.log("send " + to + " " + text)
+	return nil
+}
+func (c *fakeCtl) Answer(_ context.Context, id string, approve bool, feedback string) error {
+	c.log("answer " + id + " " + map[bool]string{true: "yes", false: "no"}[approve] + " " + feedback)
+	return nil
+}
+func (c *fakeCtl) Snapshot(context.Context) (Snapshot, error) { c.log("snapshot"); return c.snap, nil }
+func (c *fakeCtl) Inbox(_ context.Context, name string) ([]store.Message, error) {
+	c.log("inbox " + name)
+	return []store.Message{{From: "alice", To: name, Type: store.TypeMessage, Content: "Are the fixtures in testdata/?", Timestamp: t0.Add(90 * time.Second)}}, nil
+}
+
+// clock is a settable Now.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newTest(t *testing.T, opts Options) (*Model, *clock, *fakeCtl) {
+	t.Helper()
+	clk := &clock{t: t0}
+	ctl := &fakeCtl{}
+	if opts.Controller == nil && !opts.Demo {
+		opts.Controller = ctl
+	}
+	opts.Now = clk.now
+	return New(opts), clk, ctl
+}
+
+func send(m *Model, msgs ...tea.Msg) {
+	for _, msg := range msgs {
+		m.Update(msg)
+	}
+}
+
+func ev(typ, agentName string, fields map[string]any, at time.Time) TeamMsg {
+	return TeamMsg(store.Event{TS: at, Type: typ, Team: "blog", Agent: agentName, Fields: fields})
+}
+
+func usage(agentName string, in, out int64) AgentMsg {
+	return AgentMsg(agent.Event{Type: agent.EventUsage, Agent: agentName, Usage: &llm.Usage{InputTokens: in, OutputTokens: out}})
+}
+
+func call(agentName, name, input string) AgentMsg {
+	return AgentMsg(agent.Event{Type: agent.EventToolCall, Agent: agentName, Call: &agent.Call{Name: name, Input: json.RawMessage(input)}})
+}
+
+// story feeds a model the first minutes of a team's work.
+func story(m *Model, clk *clock) {
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	send(m, PromptMsg("Add pagination to the blog API and update the frontend."),
+		UpdateMsg(team.Update{Kind: team.UpdateTurnStart, Why: "human"}))
+	for _, chunk := range []string{"I'll split this ", "into **two tasks**:\n\n", "1. the API (`GET /posts?page=`)\n", "2. the frontend list\n"} {
+		send(m, AgentMsg(agent.Event{Type: agent.EventText, Agent: store.LeadName, Text: chunk}))
+	}
+	send(m, usage(store.LeadName, 3000, 400),
+		call(store.LeadName, "TeamCreate", `{"team_name":"blog"}`),
+		ev("team_create", store.LeadName, nil, at(2)),
+		call(store.LeadName, "TaskCreate", `{"subject":"Paginate GET /posts"}`),
+		ev("task_create", store.LeadName, map[string]any{"task": "1", "subject": "Paginate GET /posts", "blocked_by": []string{}}, at(3)),
+		call(store.LeadName, "TaskCreate", `{"subject":"Page through posts in the frontend"}`),
+		ev("task_create", store.LeadName, map[string]any{"task": "2", "subject": "Page through posts in the frontend", "blocked_by": []string{}}, at(3)),
+		ev("task_update", store.LeadName, map[string]any{"task": "2", "status": "pending", "owner": "", "add_blocked_by": []string{"1"}}, at(4)),
+		call(store.LeadName, "Task", `{"name":"alice","role":"backend"}`),
+		ev("spawn", store.LeadName, map[string]any{"member": "alice", "role": "backend"}, at(5)),
+		ev("status", "alice", map[string]any{"member": "alice", "status": "working"}, at(5)),
+		call(store.LeadName, "Task", `{"name":"bob","role":"frontend"}`),
+		ev("spawn", store.LeadName, map[string]any{"member": "bob", "role": "frontend"}, at(6)),
+		ev("status", "bob", map[string]any{"member": "bob", "status": "working"}, at(6)),
+		ev("claim", "alice", map[string]any{"task": "1", "owner": "alice", "subject": "Paginate GET /posts"}, at(7)),
+		usage("alice", 5200, 800),
+		call("alice", "bash", `{"command":"go test ./api/..."}`),
+		ev("status", "bob", map[string]any{"member": "bob", "status": "idle"}, at(8)),
+		ev("send", "alice", map[string]any{"type": "message", "from": "alice", "to": "bob", "content": "The API takes ?page=N&per_page=M and returns a next link."}, at(20)),
+		AgentMsg(agent.Event{Type: agent.EventMessage, Agent: store.LeadName, Message: &llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{llm.TextBlock("Alice has the API, Bob the frontend once it is done.")}}}),
+		UpdateMsg(team.Update{Kind: team.UpdateTurnEnd, Text: "Alice has the API, Bob the frontend once it is done."}),
+		UpdateMsg(team.Update{Kind: team.UpdateToLead, Messages: []store.Message{{From: "alice", Type: store.TypeMessage, Content: "Question: should page numbers start at 0 or 1?\n  (The old client assumes 1.)"}}}),
+		UpdateMsg(team.Update{Kind: team.UpdateTurnStart, Why: "message from alice"}),
+		call(store.LeadName, "SendMessage", `{"recipient":"alice","content":"Start at 1."}`),
+		ev("status", "alice", map[string]any{"member": "alice", "status": "waiting"}, at(30)),
+	)
+	clk.t = t0.Add(42 * time.Second)
+}
+
+func checkGolden(t *testing.T, name string, m *Model) {
+	t.Helper()
+	screen := m.Render()
+	lines := strings.Split(screen, "\n")
+	if len(lines) != m.height {
+		t.Errorf("%s: %d lines, want %d", name, len(lines), m.height)
+	}
+	for i, l := range lines {
+		if w := ansi.StringWidth(l); w != m.width {
+			t.Errorf("%s: line %d is %d cells wide, want %d: %q", name, i, w, m.width, ansi.Strip(l))
+		}
+	}
+	got := ansi.Strip(screen) + "\n"
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/tui -update to write it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s differs from %s (-want +got):\n%s", name, path, diff)
+	}
+}
+
+var sizes = [][2]int{{80, 24}, {120, 40}}
+
+func TestGolden(t *testing.T) {
+	cases := []struct {
+		name  string
+		demo  bool
+		setup func(*Model, *clock)
+	}{
+		{"empty", false, func(*Model, *clock) {}},
+		{"chat", false, story},
+		{"tasks", false, func(m *Model, c *clock) { story(m, c); m.setView(viewTasks) }},
+		{"team", false, func(m *Model, c *clock) { story(m, c); m.setView(viewTeam) }},
+		{"help", false, func(m *Model, c *clock) { story(m, c); m.command("/help") }},
+		{"permission", false, func(m *Model, c *clock) {
+			story(m, c)
+			send(m, RequestMsg(store.Message{Type: store.TypePermissionRequest, From: "alice", RequestID: "perm-alice-1", ToolName: "bash",
+				ToolInput: json.RawMessage(`{"command":"rm -rf build/"}`), Content: "alice asks to run bash"}),
+				RequestMsg(store.Message{Type: store.TypePlanApprovalRequest, From: "bob", RequestID: "plan-1", Content: "1. Add a pager component\n2. Wire it to ?page="}))
+		}},
+		{"feedback", false, func(m *Model, c *clock) {
+			story(m, c)
+			send(m, RequestMsg(store.Message{Type: store.TypePlanApprovalRequest, From: "bob", RequestID: "plan-1", Content: "1. Add a pager component"}))
+			m.key(tea.KeyPressMsg{Code: 'f', Text: "f"})
+		}},
+		{"demo_finished", true, func(m *Model, c *clock) {
+			story(m, c)
+			send(m, ev("complete", "alice", map[string]any{"task": "1", "status": "completed", "owner": "alice"}, t0.Add(50*time.Second)),
+				ev("status", "alice", map[string]any{"member": "alice", "status": "shutdown"}, t0.Add(60*time.Second)),
+				FinishedMsg{Summary: "2/2 tasks completed by 2 teammates, 7 messages, 31 model calls"})
+		}},
+	}
+	for _, tc := range cases {
+		for _, sz := range sizes {
+			t.Run(tc.name, func(t *testing.T) {
+				m, clk, _ := newTest(t, Options{Demo: tc.demo})
+				send(m, tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
+				tc.setup(m, clk)
+				m.layout()
+				checkGolden(t, tc.name+"_"+sizeName(sz), m)
+			})
+		}
+	}
+}
+
+func sizeName(sz [2]int) string { return fmt.Sprintf("%dx%d", sz[0], sz[1]) }
+
+// press sends a key and runs the command it returns, if any (one level:
+// the UI's own commands answer at once).
+func press(m *Model, k tea.KeyPressMsg) {
+	_, cmd := m.Update(k)
+	if cmd == nil {
+		return
+	}
+	if msg := cmd(); msg != nil {
+		if _, batch := msg.(tea.BatchMsg); !batch {
+			m.Update(msg)
+		}
+	}
+}
+
+var enter = tea.KeyPressMsg{Code: tea.KeyEnter}
+
+func typeLine(m *Model, s string) {
+	m.input.SetValue(s)
+	press(m, enter)
+}
+
+func TestInput(t *testing.T) {
+	m, _, ctl := newTest(t, Options{})
+	typeLine(m, "Build the thing")
+	typeLine(m, "@alice check the tests too")
+	typeLine(m, "/compact keep the API decisions")
+	typeLine(m, "/tasks")
+	if m.view != viewTasks {
+		t.Errorf("view after /tasks = %v", viewNames[m.view])
+	}
+	typeLine(m, "/inbox alice")
+	if m.view != viewInbox || len(m.inbox) != 1 {
+		t.Errorf("/inbox alice: view %v, %d messages", viewNames[m.view], len(m.inbox))
+	}
+	press(m, tea.KeyPressMsg{Code: tea.KeyEscape})
+	if m.view != viewChat {
+		t.Errorf("Esc left the view at %v", viewNames[m.view])
+	}
+	typeLine(m, "   ")
+	typeLine(m, "/nonsense")
+	if last := m.entries[len(m.entries)-1]; last.kind != entryError || !strings.Contains(last.text, "/help") {
+		t.Errorf("unknown command gave %+v", last)
+	}
+	want := []string{
+		"submit Build the thing",
+		"send alice check the tests too",
+		"compact keep the API decisions",
+		"snapshot",
+		"inbox alice",
+	}
+	if diff := cmp.Diff(want, ctl.calls); diff != "" {
+		t.Errorf("controller calls (-want +got):\n%s", diff)
+	}
+	if m.quitting {
+		t.Fatal("quitting before /quit")
+	}
+	typeLine(m, "/quit")
+	if !m.quitting {
+		t.Error("/quit did not quit")
+	}
+}
+
+func TestInterruptAndApprovals(t *testing.T) {
+	m, _, ctl := newTest(t, Options{})
+	send(m, UpdateMsg(team.Update{Kind: team.UpdateTurnStart}))
+	ctl.busy = true
+	press(m, tea.KeyPressMsg{Code: tea.KeyEscape})
+	send(m, UpdateMsg(team.Update{Kind: team.UpdateTurnEnd, Interrupted: true}))
+	if m.busy {
+		t.Error("still busy after the interrupted turn ended")
+	}
+	send(m,
+		RequestMsg(store.Message{Type: store.TypePermissionRequest, From: "alice", RequestID: "perm-1", ToolName: "bash"}),
+		RequestMsg(store.Message{Type: store.TypePlanApprovalRequest, From: "bob", RequestID: "plan-1", Content: "the plan"}),
+		RequestMsg(store.Message{Type: store.TypePermissionRequest, From: "carol", RequestID: "perm-2", ToolName: "write_file"}))
+	press(m, tea.KeyPressMsg{Code: 'x', Text: "x"}) // ignored while a request waits
+	press(m, tea.KeyPressMsg{Code: 'y', Text: "y"})
+	press(m, tea.KeyPressMsg{Code: 'f', Text: "f"})
+	m.input.SetValue("add error handling")
+	press(m, enter)
+	press(m, tea.KeyPressMsg{Code: 'n', Text: "n"})
+	if len(m.requests) != 0 {
+		t.Errorf("%d requests left", len(m.requests))
+	}
+	want := []string{"interrupt", "answer perm-1 yes ", "answer plan-1 no add error handling", "answer perm-2 no "}
+	if diff := cmp.Diff(want, ctl.calls); diff != "" {
+		t.Errorf("controller calls (-want +got):\n%s", diff)
+	}
+}
+
+// TestVerbatim: what a teammate tells the lead is shown as sent, whether it
+// came while the lead waited or at one of its tool boundaries.
+func TestVerbatim(t *testing.T) {
+	m, _, _ := newTest(t, Options{})
+	text := "Line one.\n    indented: keep me\n\nlast *not markdown*"
+	send(m, UpdateMsg(team.Update{Kind: team.UpdateToLead, Messages: []store.Message{{From: "alice", Type: store.TypeMessage, Content: text}}}),
+		AgentMsg(agent.Event{Type: agent.EventDelivered, Agent: store.LeadName, Blocks: []llm.Block{
+			llm.TextBlock(`<teammate-message from="bob" type="message">` + text + `</teammate-message>`)}}))
+	var got []string
+	for _, e := range m.entries {
+		if e.kind == entryFromTeam {
+			got = append(got, e.who+": "+e.text)
+		}
+	}
+	want := []string{"alice: " + text, "bob: " + text}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("messages to the lead (-want +got):\n%s", diff)
+	}
+	screen := ansi.Strip(m.Render())
+	if !strings.Contains(screen, "│     indented: keep me") || !strings.Contains(screen, "last *not markdown*") {
+		t.Errorf("the message was not shown verbatim:\n%s", screen)
+	}
+}
+
+func TestSnapshotDead(t *testing.T) {
+	m, _, _ := newTest(t, Options{})
+	send(m, snapshotMsg{snap: Snapshot{
+		Roster: &store.Roster{Name: "blog", Members: []store.Member{
+			{Name: "alice", Role: "backend", Status: store.StatusWorking},
+			{Name: "bob", Status: store.StatusShutdown},
+		}},
+		Tasks:   []store.Task{{ID: "1", Subject: "x", Status: store.TaskInProgress, Owner: "alice"}},
+		Running: map[string]bool{},
+	}})
+	if got := m.members["alice"].status; got != "dead" {
+		t.Errorf("alice is %s, want dead (not running, not shut down)", got)
+	}
+	if got := m.members["bob"].status; got != store.StatusShutdown {
+		t.Errorf("bob is %s", got)
+	}
+}
+
+func TestToolLine(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"command":"go test ./..."}`: "bash go test ./...",
+		`{"recipient":"bob"}`:         "bash → bob",
+		`{}`:                          "bash",
+		`not json`:                    "bash",
+	} {
+		if got := toolLine("bash", json.RawMessage(in)); got != want {
+			t.Errorf("toolLine(%s) = %q, want %q", in, got, want)
+		}
+	}
+}
