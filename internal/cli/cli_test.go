@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,7 @@ func TestScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"fakeapi":    cmdFakeAPI,
 			"fakeopenai": cmdFakeOpenAI,
+			"waitfor":    cmdWaitFor,
 		},
 	})
 }
@@ -93,4 +95,27 @@ func cmdFakeOpenAI(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	ts.Defer(func() { _ = srv.Close() })
 	ts.Setenv("OPENAI_BASE_URL", url)
+}
+
+// cmdWaitFor waits until FILE exists and matches REGEX (a condition, polled
+// with a deadline; no fixed sleep):
+//
+//	waitfor FILE REGEX
+func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitfor FILE REGEX")
+	}
+	re, err := regexp.Compile(args[1])
+	ts.Check(err)
+	path := ts.MkAbs(args[0])
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if data, err := os.ReadFile(path); err == nil && re.Match(data) {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("waitfor: %s did not match %q within 60s", args[0], args[1])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -117,6 +117,9 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
 		return withCode(ExitError, err)
 	}
 	defer e.close()
+	if err := writeDemoMarker(e.stateDir, latency); err != nil {
+		return withCode(ExitError, err)
+	}
 
 	out := io.Discard
 	if !asJSON {
@@ -296,7 +299,7 @@ func (t *timeline) teamEvent(e store.Event) {
 			t.line(e.Agent, "has shut down")
 		}
 	case "send":
-		typ := f("type")
+		typ := f("msg_type")
 		if typ == store.TypeIdleNotification {
 			return
 		}

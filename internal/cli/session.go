@@ -313,7 +313,7 @@ func (t *tally) observe(e store.Event) {
 	case "spawn":
 		t.teammates[e.Team+"/"+str("member")] = true
 	case "send":
-		if typ := str("type"); typ != store.TypeIdleNotification {
+		if typ := str("msg_type"); typ != store.TypeIdleNotification {
 			t.messages++
 		}
 	}

@@ -59,6 +59,8 @@ type Member struct {
 	mu           sync.Mutex
 	queue        []store.Message // received, not yet given to the model
 	toAck        string          // last id given to the model, acked once recorded
+	delivered    []string        // the ids given to the model, recorded with the message
+	seen         map[string]bool // ids already in the conversation (restored): never delivered twice
 	planPending  string          // request_id of the plan awaiting approval
 	planApproved bool
 	permWaiting  map[string]chan bool // permission request_id -> answer
@@ -140,6 +142,19 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		return nil, err
 	}
 	m.agent = ag
+	// A member that ran before (a restarted process, a resumed team) picks
+	// up its conversation, its plan's state and what it was given.
+	msgs, seen, err := restoreConversation(context.Background(), cfg.Team, m.name)
+	if err != nil {
+		return nil, err
+	}
+	ag.SetMessages(msgs)
+	m.seen = seen
+	if m.plan {
+		if evs, err := cfg.Team.Journal().Read(context.Background()); err == nil {
+			m.planPending, m.planApproved = pendingPlan(evs, m.name)
+		}
+	}
 	return m, nil
 }
 
@@ -265,7 +280,7 @@ func (m *Member) send(ctx context.Context, msg store.Message) {
 }
 
 func sentFields(m store.Message) map[string]any {
-	f := map[string]any{"id": m.ID, "type": m.Type, "from": m.From, "to": m.To}
+	f := map[string]any{"id": m.ID, "msg_type": m.Type, "from": m.From, "to": m.To}
 	if m.RequestID != "" {
 		f["request_id"] = m.RequestID
 	}
@@ -299,6 +314,13 @@ func (m *Member) fetch(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, msg := range msgs {
+		if m.seen[msg.ID] {
+			// Already in the conversation before a restart: consumed now.
+			if err := m.team.Mailbox().Ack(context.WithoutCancel(ctx), m.name, msg.ID); err != nil {
+				m.cfg.Logger.Warn("ack", "member", m.name, "err", err)
+			}
+			continue
+		}
 		switch msg.Type {
 		case store.TypePlanApprovalResponse:
 			if msg.RequestID != "" && msg.RequestID == m.planPending {
@@ -331,6 +353,7 @@ func (m *Member) take() []store.Message {
 	m.queue = nil
 	if len(q) > 0 {
 		m.toAck = q[len(q)-1].ID
+		m.delivered = append(m.delivered, ids(q)...)
 	}
 	return q
 }
@@ -367,14 +390,15 @@ func ids(msgs []store.Message) []string {
 // acks the inbox messages it carries: a crash before the ack re-delivers
 // them (de-duplicated by id), never loses them.
 func (m *Member) record(msg llm.Message) {
-	appendTranscript(m.team, m.name, msg, m.cfg.Logger)
-	if msg.Role != llm.RoleUser {
-		return
+	var delivered []string
+	id := ""
+	if msg.Role == llm.RoleUser {
+		m.mu.Lock()
+		id, delivered = m.toAck, m.delivered
+		m.toAck, m.delivered = "", nil
+		m.mu.Unlock()
 	}
-	m.mu.Lock()
-	id := m.toAck
-	m.toAck = ""
-	m.mu.Unlock()
+	appendTranscript(m.team, m.name, msg, delivered, m.cfg.Logger)
 	if id != "" {
 		if err := m.team.Mailbox().Ack(context.Background(), m.name, id); err != nil {
 			m.cfg.Logger.Warn("ack", "member", m.name, "err", err)
@@ -387,15 +411,12 @@ type transcripter interface {
 	AppendTranscript(ctx context.Context, member string, line json.RawMessage) error
 }
 
-func appendTranscript(t store.Team, name string, msg llm.Message, log *slog.Logger) {
+func appendTranscript(t store.Team, name string, msg llm.Message, delivered []string, log *slog.Logger) {
 	tr, ok := t.(transcripter)
 	if !ok {
 		return
 	}
-	line, err := json.Marshal(struct {
-		TS time.Time `json:"ts"`
-		llm.Message
-	}{time.Now().UTC(), msg})
+	line, err := json.Marshal(transcriptLine{TS: time.Now().UTC(), Message: msg, Delivered: delivered})
 	if err == nil {
 		err = tr.AppendTranscript(context.Background(), name, line)
 	}

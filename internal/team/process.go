@@ -10,5 +10,14 @@ func RunMember(ctx context.Context, cfg MemberConfig) error {
 	if err != nil {
 		return err
 	}
-	return m.Run(ctx)
+	bctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		beat(bctx, cfg.Team, func() []string { return []string{m.name} }, nil)
+	}()
+	err = m.Run(ctx)
+	stop()
+	<-done
+	return err
 }

@@ -118,11 +118,16 @@ type Session struct {
 	stats        Stats
 	ackTeam      store.Team // the lead's inbox messages handed to its conversation,
 	ackID        string     // acked once the conversation has recorded them
+	delivered    []string
+	preTeam      []llm.Message   // the lead's conversation before TeamCreate
+	seen         map[string]bool // inbox ids already in the restored conversation
 	follower     *follower
 	pattern      string // the active team's pattern
 	ids          requestIDs
 	usage        *leadUsage
-	archived     string // where the last deleted team's state went
+	stopBeat     context.CancelFunc
+	reaped       map[string]bool // dead members already reported, by name@heartbeat
+	archived     string          // where the last deleted team's state went
 	archivedTeam string
 	who          hook.Who // the lead, for hooks
 
@@ -164,7 +169,7 @@ func NewSession(cfg Config) (*Session, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Session{cfg: cfg, members: map[string]*handle{}, requests: map[string]store.Message{}, jobs: tool.NewJobs()}
+	s := &Session{cfg: cfg, members: map[string]*handle{}, requests: map[string]store.Message{}, jobs: tool.NewJobs(), reaped: map[string]bool{}}
 	who := hook.Who{Agent: store.LeadName, Mode: func() string { return string(s.leadMode()) }}
 	b := &binding{self: store.LeadName, lead: true, sess: s, rules: cfg.Rules, who: who}
 	var ask func(context.Context, agent.Call, permission.Verdict) agent.Decision
@@ -262,21 +267,7 @@ func (s *Session) RunHeadless(ctx context.Context, goal string) (*Result, error)
 		return res, err
 	}
 	input := append([]llm.Block{llm.TextBlock(goal)}, extra...)
-	idleOnly := false
-	for {
-		r, err := s.runLead(ctx, input, idleOnly)
-		if r != nil && r.Text != "" {
-			res.Text = r.Text
-		}
-		if err != nil {
-			return s.result(res), err
-		}
-		var done bool
-		input, idleOnly, done, err = s.waitLead(ctx, idleOnly)
-		if err != nil || done {
-			return s.result(res), err
-		}
-	}
+	return s.loop(ctx, res, input, false)
 }
 
 func (s *Session) result(r *Result) *Result {
@@ -376,7 +367,13 @@ func (s *Session) waitLead(ctx context.Context, lastIdleOnly bool) (input []llm.
 		return nil, false, false, err
 	}
 	var idle []store.Message
+	// Liveness is checked on a slow tick: a dead member sends no event.
+	alive := time.NewTicker(Lease / 2)
+	defer alive.Stop()
 	for {
+		if notice, ok := s.reapDead(ctx, t); ok {
+			return append([]llm.Block{notice}, messageBlocks(idle)...), false, false, nil
+		}
 		msgs, err := s.fetchLead(ctx, t)
 		if err != nil {
 			return nil, false, false, err
@@ -409,6 +406,7 @@ func (s *Session) waitLead(ctx context.Context, lastIdleOnly bool) (input []llm.
 			return nil, false, false, ctx.Err()
 		case <-inboxCh:
 		case <-boardCh:
+		case <-alive.C:
 		}
 	}
 }
@@ -427,6 +425,12 @@ func (s *Session) fetchLead(ctx context.Context, t store.Team) ([]store.Message,
 	}
 	var forLead []store.Message
 	for _, m := range msgs {
+		s.mu.Lock()
+		dup := s.seen[m.ID]
+		s.mu.Unlock()
+		if dup {
+			continue // already in the restored conversation
+		}
 		switch m.Type {
 		case store.TypePlanApprovalRequest, store.TypePermissionRequest:
 			s.mu.Lock()
@@ -448,7 +452,7 @@ func (s *Session) fetchLead(ctx context.Context, t store.Team) ([]store.Message,
 		} else {
 			// The lead's messages are acked once its conversation, which
 			// records them in the transcript, has them.
-			s.pendingAck(t, last)
+			s.pendingAck(t, forLead)
 		}
 	}
 	return forLead, nil
@@ -498,10 +502,24 @@ func (s *Session) SendAsHuman(ctx context.Context, to, text string) error {
 	return nil
 }
 
-func (s *Session) pendingAck(t store.Team, id string) {
+func (s *Session) pendingAck(t store.Team, msgs []store.Message) {
 	s.mu.Lock()
-	s.ackTeam, s.ackID = t, id
+	s.ackTeam, s.ackID = t, msgs[len(msgs)-1].ID
+	s.delivered = append(s.delivered, ids(msgs)...)
 	s.mu.Unlock()
+}
+
+// flushPreTeam writes the lead's conversation from before TeamCreate to the
+// new team's transcript.
+func (s *Session) flushPreTeam(t store.Team) {
+	s.mu.Lock()
+	pre := s.preTeam
+	s.preTeam = nil
+	s.mu.Unlock()
+	markSpawn(t, store.LeadName)
+	for _, m := range pre {
+		appendTranscript(t, store.LeadName, m, nil, s.cfg.Logger)
+	}
 }
 
 // recordLead writes the lead's messages to its transcript, then acks the
@@ -509,16 +527,22 @@ func (s *Session) pendingAck(t store.Team, id string) {
 func (s *Session) recordLead(m llm.Message) {
 	t, err := s.Team()
 	if err != nil {
+		// No team yet: kept until TeamCreate writes the transcript.
+		s.mu.Lock()
+		s.preTeam = append(s.preTeam, m)
+		s.mu.Unlock()
 		return
 	}
-	appendTranscript(t, store.LeadName, m, s.cfg.Logger)
-	if m.Role != llm.RoleUser {
-		return
+	var delivered []string
+	var at store.Team
+	id := ""
+	if m.Role == llm.RoleUser {
+		s.mu.Lock()
+		at, id, delivered = s.ackTeam, s.ackID, s.delivered
+		s.ackTeam, s.ackID, s.delivered = nil, "", nil
+		s.mu.Unlock()
 	}
-	s.mu.Lock()
-	at, id := s.ackTeam, s.ackID
-	s.ackTeam, s.ackID = nil, ""
-	s.mu.Unlock()
+	appendTranscript(t, store.LeadName, m, delivered, s.cfg.Logger)
 	if at != nil && id != "" {
 		if err := at.Mailbox().Ack(context.Background(), store.LeadName, id); err != nil {
 			s.cfg.Logger.Warn("ack lead inbox", "err", err)
@@ -552,8 +576,9 @@ func (s *Session) state(ctx context.Context, t store.Team) (teamState, error) {
 		return teamState{}, err
 	}
 	var live []store.Member
+	now := time.Now()
 	for _, m := range r.Members {
-		if m.Status != store.StatusShutdown {
+		if m.Status != store.StatusShutdown && !Dead(m, now) {
 			live = append(live, m)
 		}
 	}
@@ -641,6 +666,11 @@ func (s *Session) Close() error {
 			_ = h.cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
+	s.mu.Lock()
+	if s.stopBeat != nil {
+		s.stopBeat()
+	}
+	s.mu.Unlock()
 	s.wg.Wait()
 	s.jobs.StopAll()
 	s.stopFollowing()
@@ -738,7 +768,7 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 	now := time.Now().UTC()
 	_, err = t.UpdateRoster(ctx, func(r *store.Roster) error {
 		if m, ok := r.Member(name); ok {
-			if m.Status != store.StatusShutdown {
+			if m.Status != store.StatusShutdown && !Dead(*m, now) {
 				return fmt.Errorf("a teammate called %q is already on the team (%s); message it instead of spawning another", name, m.Status)
 			}
 			// A member that was shut down may be spawned again.
@@ -755,6 +785,7 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 	if err != nil {
 		return "", err
 	}
+	markSpawn(t, name)
 	prompt := strings.TrimSpace(args.Prompt)
 	if prompt == "" {
 		prompt = args.Description
@@ -793,7 +824,10 @@ func (s *Session) start(t store.Team, name string) error {
 		cmd.Env = append(os.Environ(), s.cfg.AgentEnv...)
 		cmd.Dir = s.cfg.Workspace.Dir()
 		cmd.Stdout, cmd.Stderr = nil, os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		// Its own process group (signals to the lead's group do not hit it),
+		// and SIGTERM when the lead dies, so no teammate is orphaned: a
+		// resume restarts it.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 		if err := cmd.Start(); err != nil {
 			cancel()
 			return fmt.Errorf("start teammate process %s: %w", name, err)

@@ -106,7 +106,9 @@ func (t teamCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	s.team = team
 	s.pattern = pat
 	s.mu.Unlock()
+	s.flushPreTeam(team)
 	s.follow(team)
+	s.startHeartbeat(team)
 	s.usage.flush(ctx, team)
 	s.journal(ctx, team, "team_create", map[string]any{"description": args.Description, "pattern": args.Pattern})
 	return tool.OK(fmt.Sprintf("Created team %s. You are its lead, %q. Add tasks with TaskCreate and spawn teammates with Task (team_name %q, name, role, prompt).%s", name, store.LeadName, name, note))

@@ -156,9 +156,9 @@ func (v vars) expandAny(x any) any {
 }
 
 // buildMessage makes the reply of rule r to call n.
-func buildMessage(r *rule, vs vars, model string, n, requestBytes int) (wireMessage, error) {
+func buildMessage(r *rule, vs vars, model, idPrefix string, n, requestBytes int) (wireMessage, error) {
 	msg := wireMessage{
-		ID:         fmt.Sprintf("msg_fake_%d", n),
+		ID:         fmt.Sprintf("msg_fake_%s%d", idPrefix, n),
 		Type:       "message",
 		Role:       "assistant",
 		Model:      model,
@@ -180,7 +180,7 @@ func buildMessage(r *rule, vs vars, model string, n, requestBytes int) (wireMess
 			if err != nil {
 				return msg, fmt.Errorf("tool_use input: %w", err)
 			}
-			wb = wireBlock{Type: "tool_use", ID: fmt.Sprintf("toolu_fake_%d_%d", n, i), Name: b.toolUse.Name, Input: input}
+			wb = wireBlock{Type: "tool_use", ID: fmt.Sprintf("toolu_fake_%s%d_%d", idPrefix, n, i), Name: b.toolUse.Name, Input: input}
 			outBytes += len(input) + len(wb.Name)
 		}
 		msg.Content = append(msg.Content, wb)

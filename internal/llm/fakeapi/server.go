@@ -22,6 +22,10 @@ type Options struct {
 	Latency time.Duration
 	// Logf, if set, receives one line per POST /v1/messages.
 	Logf func(format string, args ...any)
+	// IDPrefix goes before the call number in message and tool_use ids
+	// (msg_fake_<prefix><call>), so that a second server answering the same
+	// conversation (a resumed run) never repeats an id of the first.
+	IDPrefix string
 }
 
 // Recorded is one POST /v1/messages as the server saw it.
@@ -252,7 +256,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	if model == "" {
 		model = req.model
 	}
-	msg, err := buildMessage(rl, vs, model, c.rec.N, len(body))
+	msg, err := buildMessage(rl, vs, model, s.opt.IDPrefix, c.rec.N, len(body))
 	if err != nil {
 		s.fail(w, c, http.StatusInternalServerError, "api_error", "fakeapi: "+err.Error())
 		return

@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	fakeapiexamples "github.com/troupe-dev/troupe/examples/fakeapi"
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/llm/anthropic"
+	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/team"
+)
+
+// demoMarker, in a state directory, says its teams were started by `troupe
+// demo`, so that `troupe resume` uses the same bundled scripted model.
+const demoMarker = "demo.json"
+
+type demoState struct {
+	Script  string `json:"script"`
+	Latency string `json:"model_latency,omitempty"`
+}
+
+func writeDemoMarker(stateDir string, latency time.Duration) error {
+	data, _ := json.Marshal(demoState{Script: "rest-to-graphql", Latency: latency.String()})
+	return os.WriteFile(filepath.Join(stateDir, demoMarker), data, 0o644)
+}
+
+// resumeCmd is `troupe resume T`.
+func (a *app) resumeCmd() *cobra.Command {
+	var (
+		headless   bool
+		model      string
+		maxTurns   int
+		maxRetries int
+		tf         teamFlags
+		pf         providerFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "resume TEAM",
+		Short: "Bring a team back after an exit or a crash and carry on until it is done",
+		Long: `Brings back the lead and every teammate of TEAM that was not shut down, each
+with its conversation (from its transcript) and identity; messages nobody had
+read are delivered again, exactly once; plan and permission requests still
+waiting for the lead are put to it again; a teammate whose process still runs
+is left alone. Then the team carries on until the lead has finished and the
+team is done. A team started by troupe demo resumes on the same bundled
+scripted model.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := a.Workspace()
+			if err != nil {
+				return withCode(ExitUsage, err)
+			}
+			e, err := a.openEnv(dir, a.stderr)
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			defer e.close()
+			provider, err := a.resumeProvider(e.stateDir, pf, maxRetries)
+			if err != nil {
+				return err
+			}
+			cfg, err := a.sessionConfig(e, provider.p, model, maxTurns, &tf, provider.flags)
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			if provider.env != nil {
+				cfg.AgentEnv = provider.env
+			}
+			out := newRunOutput("text", a.stdout, a.stderr, false)
+			tl := newTally()
+			cfg.OnEvent = func(ev store.Event) {
+				tl.observe(ev)
+				if ev.Type == "resume" {
+					fmt.Fprintf(a.stderr, "troupe: resumed team %s: restarted %v\n", ev.Team, ev.Fields["restarted"])
+				}
+			}
+			sess, err := team.NewSession(cfg)
+			if err != nil {
+				return withCode(ExitUsage, err)
+			}
+			res, runErr := sess.Resume(a.ctx, args[0])
+			closeErr := sess.Close()
+			if provider.close != nil {
+				provider.close()
+			}
+			out.finish(res, tl, runErr, 0)
+			if runErr != nil {
+				return withCode(ExitError, runErr)
+			}
+			if closeErr != nil {
+				return withCode(ExitError, closeErr)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&headless, "headless", false, "run without the terminal UI (the only mode for now)")
+	cmd.Flags().StringVar(&model, "model", "", "the lead's model")
+	cmd.Flags().IntVar(&maxTurns, "max-turns", 0, "bound the model calls of each turn (0: none)")
+	cmd.Flags().IntVar(&maxRetries, "max-retries", 5, "retries of a failed model call")
+	tf.add(cmd.Flags())
+	pf.add(cmd.Flags())
+	return cmd
+}
+
+type resumedProvider struct {
+	p     llm.Provider
+	flags providerFlags
+	env   []string
+	close func()
+}
+
+// resumeProvider is the bundled scripted model for a demo's state
+// directory, else the configured provider.
+func (a *app) resumeProvider(stateDir string, pf providerFlags, maxRetries int) (*resumedProvider, error) {
+	data, err := os.ReadFile(filepath.Join(stateDir, demoMarker))
+	if err != nil {
+		p, _, err := a.buildProvider(pf, maxRetries)
+		if err != nil {
+			return nil, err
+		}
+		return &resumedProvider{p: p, flags: pf}, nil
+	}
+	var ds demoState
+	if err := json.Unmarshal(data, &ds); err != nil {
+		return nil, withCode(ExitError, fmt.Errorf("%s: %w", demoMarker, err))
+	}
+	latency, _ := time.ParseDuration(ds.Latency)
+	script, err := fakeapi.ParseScript(fakeapiexamples.RESTToGraphQL)
+	if err != nil {
+		return nil, withCode(ExitError, err)
+	}
+	fake := fakeapi.New(script, fakeapi.Options{Latency: latency, IDPrefix: fmt.Sprintf("r%d_", time.Now().UnixNano())})
+	base, err := fake.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, withCode(ExitError, err)
+	}
+	p, err := anthropic.New(anthropic.Config{APIKey: "demo", BaseURL: base})
+	if err != nil {
+		fake.Close()
+		return nil, withCode(ExitError, err)
+	}
+	return &resumedProvider{p: p, flags: providerFlags{provider: "anthropic", baseURL: base},
+		env: []string{"ANTHROPIC_API_KEY=demo", "ANTHROPIC_BASE_URL=" + base}, close: func() { fake.Close() }}, nil
+}

@@ -1,0 +1,137 @@
+package team
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/store"
+)
+
+// Liveness: every process that runs members writes their heartbeat_at every
+// HeartbeatEvery; a member not shut down whose heartbeat is older than Lease
+// is dead. "dead" is never stored: it is derived.
+const (
+	HeartbeatEvery = 10 * time.Second
+	Lease          = 30 * time.Second
+)
+
+// Dead reports whether m is on the roster as running but has stopped
+// beating.
+func Dead(m store.Member, now time.Time) bool {
+	return m.Status != store.StatusShutdown && !m.HeartbeatAt.IsZero() && now.Sub(m.HeartbeatAt) > Lease
+}
+
+// beat keeps the heartbeat of the members names() returns fresh until ctx
+// ends: one roster update per beat for all of them.
+func beat(ctx context.Context, t store.Team, names func() []string, onErr func(error)) {
+	tick := time.NewTicker(HeartbeatEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ns := names()
+		if len(ns) == 0 {
+			continue
+		}
+		now := time.Now().UTC()
+		_, err := t.UpdateRoster(ctx, func(r *store.Roster) error {
+			for _, n := range ns {
+				if m, ok := r.Member(n); ok && m.Status != store.StatusShutdown {
+					m.HeartbeatAt = now
+				}
+			}
+			return nil
+		})
+		if err != nil && ctx.Err() == nil && onErr != nil {
+			onErr(err)
+		}
+	}
+}
+
+// startHeartbeat beats for the in-process members of the session's team.
+func (s *Session) startHeartbeat(t store.Team) {
+	if s.cfg.TeammateMode == ModeProcess {
+		return // each process beats for itself
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.mu.Lock()
+	if s.stopBeat != nil {
+		s.stopBeat()
+	}
+	s.stopBeat = cancel
+	s.mu.Unlock()
+	s.wg.Go(func() {
+		beat(ctx, t, s.running, func(err error) { s.cfg.Logger.Warn("heartbeat", "err", err) })
+	})
+}
+
+// reapDead finds members that stopped beating, gives their in-progress
+// tasks back to the board, and returns a notice for the lead (empty when
+// nobody died since the last look).
+func (s *Session) reapDead(ctx context.Context, t store.Team) (llm.Block, bool) {
+	r, err := t.ReadRoster(ctx)
+	if err != nil {
+		return llm.Block{}, false
+	}
+	now := time.Now()
+	local := map[string]bool{}
+	for _, n := range s.running() {
+		local[n] = true
+	}
+	var notes []string
+	for _, m := range r.Members {
+		if !Dead(m, now) || local[m.Name] {
+			continue
+		}
+		s.mu.Lock()
+		seen := s.reaped[m.Name+"@"+m.HeartbeatAt.String()]
+		s.reaped[m.Name+"@"+m.HeartbeatAt.String()] = true
+		s.mu.Unlock()
+		if seen {
+			continue
+		}
+		freed := s.freeTasks(ctx, t, m.Name)
+		s.journal(ctx, t, "dead", map[string]any{"member": m.Name, "heartbeat_at": m.HeartbeatAt, "freed_tasks": freed})
+		note := fmt.Sprintf("%s is dead (no heartbeat since %s)", m.Name, m.HeartbeatAt.Format(time.RFC3339))
+		if len(freed) > 0 {
+			note += fmt.Sprintf("; its tasks #%s went back to the board", strings.Join(freed, ", #"))
+		}
+		notes = append(notes, note+". Spawn it again, or leave its work to the others.")
+	}
+	if len(notes) == 0 {
+		return llm.Block{}, false
+	}
+	sort.Strings(notes)
+	return llm.TextBlock("<team-notice>" + strings.Join(notes, "\n") + "</team-notice>"), true
+}
+
+// freeTasks puts the in-progress tasks of member back on the board.
+func (s *Session) freeTasks(ctx context.Context, t store.Team, member string) []string {
+	tasks, err := t.Tasks().List(ctx)
+	if err != nil {
+		return nil
+	}
+	var freed []string
+	for _, task := range tasks {
+		if task.Owner != member || task.Status != store.TaskInProgress {
+			continue
+		}
+		_, err := t.Tasks().Update(ctx, task.ID, func(x *store.Task) error {
+			if x.Owner == member && x.Status == store.TaskInProgress {
+				x.Owner, x.Status = "", store.TaskPending
+			}
+			return nil
+		})
+		if err == nil {
+			freed = append(freed, task.ID)
+		}
+	}
+	return freed
+}

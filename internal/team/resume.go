@@ -1,0 +1,143 @@
+package team
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/store"
+)
+
+// resumedNotice opens the lead's first turn after a resume.
+const resumedNotice = "The team was resumed after an interruption: every teammate that was not shut down is back with its conversation, and messages that had not been read are delivered again."
+
+// Resume brings team name back after an exit or a crash: the lead with its
+// conversation, every member that was not shut down (and is not running
+// elsewhere) with its own, the protocol requests still waiting for the
+// lead, and the messages nobody read. It then carries on like RunHeadless
+// until the lead has finished and the team is done.
+func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
+	res := &Result{}
+	t, err := s.cfg.Store.Team(ctx, name)
+	if err != nil {
+		return res, err
+	}
+	r, err := t.ReadRoster(ctx)
+	if err != nil {
+		return res, err
+	}
+	s.mu.Lock()
+	if s.team != nil {
+		s.mu.Unlock()
+		return res, fmt.Errorf("this session already leads team %s", s.team.Name())
+	}
+	s.team, s.pattern = t, r.Pattern
+	s.mu.Unlock()
+	s.follow(t)
+	s.startHeartbeat(t)
+
+	msgs, seen, err := restoreConversation(ctx, t, store.LeadName)
+	if err != nil {
+		return res, err
+	}
+	s.lead.SetMessages(msgs)
+	s.mu.Lock()
+	s.seen = seen
+	s.mu.Unlock()
+	evs, err := t.Journal().Read(ctx)
+	if err != nil {
+		return res, err
+	}
+	pending := pendingRequests(evs)
+	s.mu.Lock()
+	for _, p := range pending {
+		s.requests[p.RequestID] = p
+	}
+	s.mu.Unlock()
+
+	now := time.Now()
+	var restarted, elsewhere []string
+	for _, m := range r.Members {
+		if m.Status == store.StatusShutdown {
+			continue
+		}
+		if running(m, now) {
+			elsewhere = append(elsewhere, m.Name)
+			continue
+		}
+		if err := s.start(t, m.Name); err != nil {
+			return res, fmt.Errorf("resume %s: %w", m.Name, err)
+		}
+		restarted = append(restarted, m.Name)
+	}
+	s.journal(ctx, t, "resume", map[string]any{"restarted": restarted, "running_elsewhere": elsewhere, "pending_requests": len(pending)})
+
+	// The lead speaks first when it was cut off mid-turn or has requests to
+	// answer; otherwise it waits for what wakes it, as before the crash.
+	var input []llm.Block
+	if len(msgs) > 0 && msgs[len(msgs)-1].Role == llm.RoleUser || len(pending) > 0 {
+		input = []llm.Block{llm.TextBlock(resumedNotice)}
+		for _, p := range pending {
+			input = append(input, llm.TextBlock(formatMessage(p)))
+		}
+	}
+	if input == nil {
+		var done bool
+		input, _, done, err = s.waitLead(ctx, false)
+		if err != nil || done {
+			return s.result(res), err
+		}
+	}
+	return s.loop(ctx, res, input, false)
+}
+
+// loop runs the lead on input and then on whatever wakes it, until the lead
+// has finished and the team is done.
+func (s *Session) loop(ctx context.Context, res *Result, input []llm.Block, idleOnly bool) (*Result, error) {
+	for {
+		r, err := s.runLead(ctx, input, idleOnly)
+		if r != nil && r.Text != "" {
+			res.Text = r.Text
+		}
+		if err != nil {
+			return s.result(res), err
+		}
+		var done bool
+		input, idleOnly, done, err = s.waitLead(ctx, idleOnly)
+		if err != nil || done {
+			return s.result(res), err
+		}
+	}
+}
+
+// running reports whether member m still runs somewhere: its heartbeat is
+// fresh and, on this machine, its process exists.
+func running(m store.Member, now time.Time) bool {
+	if m.HeartbeatAt.IsZero() || now.Sub(m.HeartbeatAt) > Lease || m.PID <= 0 {
+		return false
+	}
+	return processAlive(m.PID)
+}
+
+// processAlive reports whether pid is a live process on this machine (a
+// zombie, killed but not yet reaped, is not).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	stat, rerr := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if rerr != nil {
+		return true // no /proc: trust kill(0)
+	}
+	// The state follows the parenthesised command name.
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] != 'Z' && stat[i+2] != 'X'
+	}
+	return true
+}
