@@ -1,15 +1,361 @@
 package cli
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
+
+	fakeapiexamples "github.com/troupe-dev/troupe/examples/fakeapi"
+	"github.com/troupe-dev/troupe/internal/agent"
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/llm/anthropic"
+	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/team"
+	"github.com/troupe-dev/troupe/internal/tui"
 )
 
-// runTUI is `troupe` with no arguments: the interactive session. (Being
-// built: until then it shows the help.)
-func (a *app) runTUI(cmd *cobra.Command) error { return cmd.Help() }
+// errNoTerminal is why `troupe` alone cannot start here.
+var errNoTerminal = errors.New(`the interactive session needs a terminal on stdin and stdout; run headless with -p "goal" instead`)
+
+// terminals returns stdin and stdout as files when both are terminals.
+func (a *app) terminals() (in, out *os.File, ok bool) {
+	in, inOK := a.stdin.(*os.File)
+	out, outOK := a.stdout.(*os.File)
+	if !inOK || !outOK || !term.IsTerminal(in.Fd()) || !term.IsTerminal(out.Fd()) {
+		return nil, nil, false
+	}
+	return in, out, true
+}
+
+// runTUI is `troupe` with no arguments: the interactive session in the
+// terminal UI.
+func (a *app) runTUI(cmd *cobra.Command) error {
+	f := &a.run
+	in, out, ok := a.terminals()
+	if !ok {
+		return withCode(ExitUsage, errNoTerminal)
+	}
+	dir, err := a.Workspace()
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return withCode(ExitUsage, fmt.Errorf("workspace %s is not a directory", dir))
+	}
+	provider, _, err := a.buildProvider(f.provider, f.maxRetries)
+	if err != nil {
+		return err
+	}
+	provider, finishRecord, err := a.recording(provider, a.record, dir)
+	if err != nil {
+		return err
+	}
+	e, err := a.openEnv(dir, nil) // warnings go to the log, not over the UI
+	if err != nil {
+		return withCode(ExitError, err)
+	}
+	defer e.close()
+	defer quietLogs(e.logFile)()
+	cfg, err := a.sessionConfig(e, provider, f.model, f.maxTurns, &f.team, f.provider)
+	if err != nil {
+		return withCode(ExitError, err)
+	}
+	q := newFeed()
+	var sess *team.Session
+	cfg.Observe = observeWithTeam(func() *team.Session { return sess }, func(ev agent.Event) { q.push(tui.AgentMsg(ev)) })
+	cfg.OnEvent = func(ev store.Event) { q.push(tui.TeamMsg(ev)) }
+	cfg.HumanRequests = func(m store.Message) bool { q.push(tui.RequestMsg(m)); return true }
+	sess, err = team.NewSession(cfg)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	it := team.NewInteractive(sess, func(u team.Update) { q.push(tui.UpdateMsg(u)) })
+	model := tui.New(tui.Options{Controller: &sessionCtl{it: it, sess: sess}})
+	err = a.play(model, in, out, q, func(ctx context.Context) { _ = it.Run(ctx) })
+	closeErr := sess.Close()
+	if err == nil {
+		err = closeErr
+	}
+	if rerr := finishRecord(); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return withCode(ExitError, err)
+	}
+	return nil
+}
+
+// play runs the UI until the user quits, with work running beside it; when
+// the UI ends, work's context is cancelled and play waits for it.
+func (a *app) play(model tea.Model, in, out *os.File, q *feed, work func(ctx context.Context)) error {
+	ctx, cancel := context.WithCancel(a.ctx)
+	defer cancel()
+	p := tea.NewProgram(model, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out))
+	var wg sync.WaitGroup
+	wg.Go(func() { q.run(ctx, p.Send) })
+	wg.Go(func() { work(ctx) })
+	_, err := p.Run()
+	cancel()
+	wg.Wait()
+	if errors.Is(err, tea.ErrProgramKilled) || errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// quietLogs sends the standard loggers to the log file while the UI owns
+// the screen, and returns what puts them back.
+func quietLogs(w io.Writer) func() {
+	prevFlags, prevOut := log.Flags(), log.Writer()
+	prevSlog := slog.Default()
+	log.SetOutput(w)
+	slog.SetDefault(slog.New(slog.NewTextHandler(w, nil)))
+	return func() {
+		log.SetOutput(prevOut)
+		log.SetFlags(prevFlags)
+		slog.SetDefault(prevSlog)
+	}
+}
+
+// sessionCtl is the UI's handle on an interactive session.
+type sessionCtl struct {
+	it   *team.Interactive
+	sess *team.Session
+}
+
+func (c *sessionCtl) Submit(text string)   { c.it.Submit(text) }
+func (c *sessionCtl) Interrupt() bool      { return c.it.Interrupt() }
+func (c *sessionCtl) Compact(focus string) { c.it.Compact(focus) }
+
+func (c *sessionCtl) Send(ctx context.Context, to, text string) error {
+	return c.it.Send(ctx, to, text)
+}
+
+func (c *sessionCtl) Answer(ctx context.Context, id string, approve bool, feedback string) error {
+	return c.it.Answer(ctx, id, approve, feedback)
+}
+
+func (c *sessionCtl) Snapshot(ctx context.Context) (tui.Snapshot, error) {
+	t, err := c.sess.Team()
+	if errors.Is(err, team.ErrNoTeam) {
+		return tui.Snapshot{}, nil
+	}
+	if err != nil {
+		return tui.Snapshot{}, err
+	}
+	r, err := t.ReadRoster(ctx)
+	if err != nil {
+		return tui.Snapshot{}, err
+	}
+	tasks, err := t.Tasks().List(ctx)
+	if err != nil {
+		return tui.Snapshot{}, err
+	}
+	running := map[string]bool{}
+	for _, n := range c.it.Running() {
+		running[n] = true
+	}
+	return tui.Snapshot{Roster: &r, Tasks: tasks, Running: running}, nil
+}
+
+func (c *sessionCtl) Inbox(ctx context.Context, name string) ([]store.Message, error) {
+	t, err := c.sess.Team()
+	if err != nil {
+		return nil, err
+	}
+	n, err := store.NormalizeName(name)
+	if err != nil {
+		return nil, err
+	}
+	return t.Mailbox().Peek(ctx, n)
+}
+
+// feed hands messages to the UI in order without ever blocking the agent
+// or team goroutines that produce them.
+type feed struct {
+	mu     sync.Mutex
+	queue  []tea.Msg
+	signal chan struct{}
+}
+
+func newFeed() *feed { return &feed{signal: make(chan struct{}, 1)} }
+
+func (f *feed) push(m tea.Msg) {
+	f.mu.Lock()
+	f.queue = append(f.queue, m)
+	f.mu.Unlock()
+	select {
+	case f.signal <- struct{}{}:
+	default:
+	}
+}
+
+// run sends what is queued until ctx ends.
+func (f *feed) run(ctx context.Context, send func(tea.Msg)) {
+	for {
+		f.mu.Lock()
+		batch := f.queue
+		f.queue = nil
+		f.mu.Unlock()
+		for _, m := range batch {
+			if ctx.Err() != nil {
+				return
+			}
+			send(m)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.signal:
+		}
+	}
+}
 
 // demoTUI plays the demo in the terminal UI; ok is false when the UI cannot
 // run here (no terminal), and the caller falls back to the text timeline.
-func (a *app) demoTUI(latency time.Duration, mode string) (ok bool, err error) { return false, nil }
+func (a *app) demoTUI(latency time.Duration, mode string) (ok bool, err error) {
+	in, out, ok := a.terminals()
+	if !ok {
+		return false, nil
+	}
+	if latency == 0 {
+		// At full speed the story is over before anyone can read it.
+		latency = demoUILatency
+	}
+	d, err := a.startDemo(latency, mode)
+	if err != nil {
+		return true, err
+	}
+	defer d.close()
+	defer quietLogs(d.env.logFile)()
+	q := newFeed()
+	tl := newTally()
+	var sess *team.Session
+	d.cfg.Observe = observeWithTeam(func() *team.Session { return sess }, func(ev agent.Event) { q.push(tui.AgentMsg(ev)) })
+	d.cfg.OnEvent = func(ev store.Event) {
+		tl.observe(ev)
+		q.push(tui.TeamMsg(ev))
+	}
+	sess, err = team.NewSession(d.cfg)
+	if err != nil {
+		return true, withCode(ExitUsage, err)
+	}
+	var runErr error
+	err = a.play(tui.New(tui.Options{Demo: true}), in, out, q, func(ctx context.Context) {
+		q.push(tui.PromptMsg(demoGoal))
+		start := time.Now()
+		res, err := sess.RunHeadless(ctx, demoGoal)
+		if cerr := sess.Close(); err == nil {
+			err = cerr
+		}
+		if ctx.Err() != nil {
+			return // the user quit before the end
+		}
+		runErr = err
+		q.push(tui.FinishedMsg{Summary: d.summary(res, tl, time.Since(start)), Err: err})
+	})
+	if err == nil {
+		err = runErr
+	}
+	if err != nil {
+		return true, withCode(ExitError, err)
+	}
+	return true, nil
+}
+
+// demoUILatency paces the demo's model in the terminal UI, unless
+// --model-latency says otherwise.
+const demoUILatency = 300 * time.Millisecond
+
+// demo is the demo's surroundings: a workspace, the bundled script served
+// by the fake API on loopback, and a session configuration on it.
+type demo struct {
+	dir  string
+	fake *fakeapi.Server
+	env  *env
+	cfg  team.Config
+}
+
+func (a *app) startDemo(latency time.Duration, mode string) (*demo, error) {
+	dir := a.workspace
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "troupe-demo-")
+		if err != nil {
+			return nil, withCode(ExitError, err)
+		}
+		dir = tmp
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, withCode(ExitError, err)
+	}
+	dir, _ = filepath.Abs(dir)
+	script, err := fakeapi.ParseScript(fakeapiexamples.RESTToGraphQL)
+	if err != nil {
+		return nil, withCode(ExitError, fmt.Errorf("bundled script: %w", err))
+	}
+	d := &demo{dir: dir, fake: fakeapi.New(script, fakeapi.Options{Latency: latency})}
+	base, err := d.fake.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, withCode(ExitError, err)
+	}
+	var provider llm.Provider = a.providerOverride
+	if provider == nil {
+		if provider, err = anthropic.New(anthropic.Config{APIKey: "demo", BaseURL: base}); err != nil {
+			d.close()
+			return nil, withCode(ExitError, err)
+		}
+	}
+	if d.env, err = a.openEnv(dir, nil); err != nil {
+		d.close()
+		return nil, withCode(ExitError, err)
+	}
+	flags := teamFlags{teammateMode: mode, permissionMode: team.PermBypass}
+	if d.cfg, err = a.sessionConfig(d.env, provider, "", 0, &flags, providerFlags{provider: "anthropic", baseURL: base}); err != nil {
+		d.close()
+		return nil, withCode(ExitError, err)
+	}
+	d.cfg.AgentEnv = []string{"ANTHROPIC_API_KEY=demo", "ANTHROPIC_BASE_URL=" + base}
+	return d, nil
+}
+
+func (d *demo) close() {
+	if d.env != nil {
+		d.env.close()
+	}
+	_ = d.fake.Close()
+}
+
+// summary is the end of the story: the lead's last words and the figures.
+func (d *demo) summary(res *team.Result, tl *tally, took time.Duration) string {
+	var b strings.Builder
+	var written []string
+	for _, f := range demoFiles {
+		if st, err := os.Stat(filepath.Join(d.dir, f)); err == nil && st.Size() > 0 {
+			written = append(written, f)
+		}
+	}
+	lead := 0
+	if res != nil {
+		lead = res.Stats.LeadModelTurns
+	}
+	tl.mu.Lock()
+	done, total, mates, msgs := len(tl.completed), len(tl.tasks), len(tl.teammates), tl.messages
+	tl.mu.Unlock()
+	fmt.Fprintf(&b, "**Demo finished:** %d/%d tasks completed by %d teammates, %d messages, %d model calls (lead %d), %.1fs.\n\n",
+		done, total, mates, msgs, len(d.fake.Requests()), lead, took.Seconds())
+	fmt.Fprintf(&b, "Files written in %s: %s", d.dir, strings.Join(written, ", "))
+	return b.String()
+}

@@ -302,7 +302,7 @@ func (s *state) teamEvent(e store.Event) {
 }
 
 func (s *state) sendEvent(e store.Event, f func(string) string) {
-	typ, to, text := f("type"), f("to"), f("content")
+	typ, to, text := f("msg_type"), f("to"), f("content")
 	switch typ {
 	case store.TypeIdleNotification:
 		return
@@ -436,7 +436,7 @@ func toolLine(name string, input json.RawMessage) string {
 func toolArg(input json.RawMessage) string {
 	var in map[string]any
 	_ = json.Unmarshal(input, &in)
-	for _, k := range []string{"command", "path", "pattern", "team_name", "name", "subject", "recipient", "taskId", "description"} {
+	for _, k := range []string{"command", "path", "pattern", "name", "team_name", "subject", "recipient", "taskId", "description"} {
 		if v, ok := in[k]; ok {
 			s := fmt.Sprint(v)
 			if k == "recipient" {

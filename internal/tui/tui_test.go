@@ -121,7 +121,7 @@ func story(m *Model, clk *clock) {
 		usage("alice", 5200, 800),
 		call("alice", "bash", `{"command":"go test ./api/..."}`),
 		ev("status", "bob", map[string]any{"member": "bob", "status": "idle"}, at(8)),
-		ev("send", "alice", map[string]any{"type": "message", "from": "alice", "to": "bob", "content": "The API takes ?page=N&per_page=M and returns a next link."}, at(20)),
+		ev("send", "alice", map[string]any{"msg_type": "message", "from": "alice", "to": "bob", "content": "The API takes ?page=N&per_page=M and returns a next link."}, at(20)),
 		AgentMsg(agent.Event{Type: agent.EventMessage, Agent: store.LeadName, Message: &llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{llm.TextBlock("Alice has the API, Bob the frontend once it is done.")}}}),
 		UpdateMsg(team.Update{Kind: team.UpdateTurnEnd, Text: "Alice has the API, Bob the frontend once it is done."}),
 		UpdateMsg(team.Update{Kind: team.UpdateToLead, Messages: []store.Message{{From: "alice", Type: store.TypeMessage, Content: "Question: should page numbers start at 0 or 1?\n  (The old client assumes 1.)"}}}),
