@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"os"
+	"os/signal"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +20,12 @@ import (
 // TestMain lets testscript run `troupe` as a command inside scripts: the test
 // binary re-executes itself as the real CLI, in its own process.
 func TestMain(m *testing.M) {
+	if os.Getenv(asCLI) == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	testscript.Main(m, map[string]func(){
 		"troupe": func() {
 			os.Exit(Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))

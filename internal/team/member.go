@@ -195,7 +195,10 @@ func (m *Member) Run(ctx context.Context) (err error) {
 		done := m.shutDown
 		m.mu.Unlock()
 		if !done {
-			m.setStatus(ctx, store.StatusShutdown, exitWhy(err))
+			// Stopped without a shutdown (its process or lead is going
+			// away): not shut down, so resumable, and not running, so its
+			// heartbeat is left stale: dead until a resume brings it back.
+			m.markStopped(ctx, exitWhy(err))
 		}
 	}()
 	m.setStatus(ctx, store.StatusWorking, "")
@@ -253,6 +256,25 @@ func (m *Member) markShutdown(ctx context.Context, why string) {
 	m.mu.Lock()
 	m.shutDown = true
 	m.mu.Unlock()
+}
+
+// markStopped records that the member's runtime ended without a shutdown.
+func (m *Member) markStopped(ctx context.Context, why string) {
+	stale := time.Now().UTC().Add(-Lease - time.Second)
+	_, err := m.team.UpdateRoster(context.WithoutCancel(ctx), func(r *store.Roster) error {
+		if me, ok := r.Member(m.name); ok && me.Status != store.StatusShutdown {
+			me.HeartbeatAt = stale
+		}
+		return nil
+	})
+	if err != nil {
+		m.cfg.Logger.Warn("roster update", "member", m.name, "err", err)
+	}
+	f := map[string]any{"member": m.name}
+	if why != "" {
+		f["why"] = why
+	}
+	m.journal(ctx, "stopped", f)
 }
 
 func exitWhy(err error) string {
@@ -542,8 +564,13 @@ func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, e
 		if !done {
 			m.mu.Lock()
 			m.currentTask = t.ID
+			approved := m.plan && m.planApproved
 			m.mu.Unlock()
-			return []llm.Block{llm.TextBlock(taskText(t, "You still own unfinished"))}, "resume task #" + t.ID, false, nil
+			blocks := []llm.Block{llm.TextBlock(taskText(t, "You still own unfinished"))}
+			if approved {
+				blocks = append(blocks, llm.TextBlock("Your plan has been approved: go ahead with the work."))
+			}
+			return blocks, "resume task #" + t.ID, false, nil
 		}
 	}
 	t, err := m.claim(ctx)
@@ -573,12 +600,17 @@ func (m *Member) approveShutdown(ctx context.Context, req store.Message, reason 
 	m.send(ctx, store.Message{Type: store.TypeShutdownResponse, To: to, RequestID: req.RequestID, Approve: &yes, Reason: reason,
 		Content: fmt.Sprintf("%s approves the shutdown (%s).", m.name, reason)})
 	m.journal(ctx, "protocol", map[string]any{"kind": "shutdown", "request_id": req.RequestID, "member": m.name, "approve": true, "reason": reason})
-	// The request itself is consumed: ack everything handed out.
+	// The request itself is consumed: ack everything handed out, after
+	// noting in the transcript what the member will never read.
 	m.mu.Lock()
 	q := m.queue
 	m.queue = nil
 	m.stopAfter = true
 	m.mu.Unlock()
+	if tr, ok := m.team.(transcripter); ok && len(q) > 0 {
+		line, _ := json.Marshal(map[string]any{"ts": time.Now().UTC(), "type": "unread_at_shutdown", "ids": ids(q)})
+		_ = tr.AppendTranscript(context.WithoutCancel(ctx), m.name, line)
+	}
 	if len(q) > 0 {
 		if err := m.team.Mailbox().Ack(context.WithoutCancel(ctx), m.name, q[len(q)-1].ID); err != nil {
 			m.cfg.Logger.Warn("ack", "member", m.name, "err", err)

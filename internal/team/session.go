@@ -139,8 +139,75 @@ type handle struct {
 	name   string
 	cancel context.CancelFunc
 	done   chan struct{}
-	member *Member   // in-process
-	cmd    *exec.Cmd // process mode
+	member *Member // in-process
+
+	mu  sync.Mutex
+	cmd *exec.Cmd // process mode: the current process
+}
+
+func (h *handle) setCmd(c *exec.Cmd) {
+	h.mu.Lock()
+	h.cmd = c
+	h.mu.Unlock()
+}
+
+// signal sends sig to the member's current process, if any.
+func (h *handle) signal(sig os.Signal) {
+	h.mu.Lock()
+	c := h.cmd
+	h.mu.Unlock()
+	if c != nil && c.Process != nil {
+		_ = c.Process.Signal(sig)
+	}
+}
+
+// maxRestarts bounds how often the lead restarts a teammate process that
+// died without being shut down.
+const maxRestarts = 5
+
+// startProcess starts `troupe agent` for member name.
+func (s *Session) startProcess(t store.Team, name string) (*exec.Cmd, error) {
+	argv := append(append([]string(nil), s.cfg.AgentCommand...), "--team", t.Name(), "--name", name)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), s.cfg.AgentEnv...)
+	cmd.Dir = s.cfg.Workspace.Dir()
+	cmd.Stdout, cmd.Stderr = nil, os.Stderr
+	// Its own process group (signals to the lead's group do not hit it),
+	// and SIGTERM when the lead dies, so no teammate is orphaned: a resume
+	// restarts it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start teammate process %s: %w", name, err)
+	}
+	return cmd, nil
+}
+
+// superviseProcess waits for a teammate process and, when it dies without
+// having been shut down (killed, crashed), starts it again: the new process
+// restores the member's conversation from its transcript, so its tasks wait
+// for it instead of going back to the board.
+func (s *Session) superviseProcess(ctx context.Context, t store.Team, h *handle, cmd *exec.Cmd) {
+	for restarts := 0; ; restarts++ {
+		err := cmd.Wait()
+		if ctx.Err() != nil || restarts >= maxRestarts {
+			return
+		}
+		r, rerr := t.ReadRoster(context.Background())
+		if rerr != nil {
+			return
+		}
+		if m, ok := r.Member(h.name); !ok || m.Status == store.StatusShutdown {
+			return
+		}
+		s.journal(context.Background(), t, "restart", map[string]any{"member": h.name, "exit": fmt.Sprint(err), "restarts": restarts + 1})
+		next, serr := s.startProcess(t, h.name)
+		if serr != nil {
+			s.cfg.Logger.Warn("restart teammate", "member", h.name, "err", serr)
+			return
+		}
+		h.setCmd(next)
+		cmd = next
+	}
 }
 
 // NewSession returns a session whose lead is ready to run.
@@ -662,9 +729,7 @@ func (s *Session) Close() error {
 	s.mu.Unlock()
 	for _, h := range hs {
 		h.cancel()
-		if h.cmd != nil && h.cmd.Process != nil {
-			_ = h.cmd.Process.Signal(syscall.SIGTERM)
-		}
+		h.signal(syscall.SIGTERM)
 	}
 	s.mu.Lock()
 	if s.stopBeat != nil {
@@ -819,26 +884,18 @@ func (s *Session) start(t store.Team, name string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &handle{name: name, cancel: cancel, done: make(chan struct{})}
 	if s.cfg.TeammateMode == ModeProcess {
-		argv := append(append([]string(nil), s.cfg.AgentCommand...), "--team", t.Name(), "--name", name)
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = append(os.Environ(), s.cfg.AgentEnv...)
-		cmd.Dir = s.cfg.Workspace.Dir()
-		cmd.Stdout, cmd.Stderr = nil, os.Stderr
-		// Its own process group (signals to the lead's group do not hit it),
-		// and SIGTERM when the lead dies, so no teammate is orphaned: a
-		// resume restarts it.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-		if err := cmd.Start(); err != nil {
+		cmd, err := s.startProcess(t, name)
+		if err != nil {
 			cancel()
-			return fmt.Errorf("start teammate process %s: %w", name, err)
+			return err
 		}
-		h.cmd = cmd
+		h.setCmd(cmd)
 		s.mu.Lock()
 		s.members[name] = h
 		s.mu.Unlock()
 		s.wg.Go(func() {
 			defer close(h.done)
-			_ = cmd.Wait()
+			s.superviseProcess(ctx, t, h, cmd)
 		})
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 
 	"github.com/troupe-dev/troupe/internal/hook"
 	"github.com/troupe-dev/troupe/internal/llm"
@@ -272,6 +273,7 @@ func (s *Session) stopMembers(names []string) {
 	for _, n := range names {
 		if h, ok := s.members[n]; ok {
 			h.cancel()
+			h.signal(syscall.SIGTERM)
 		}
 	}
 }

@@ -1,0 +1,262 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// asCLI makes the test binary run as troupe itself (see TestMain), so tests
+// can start, kill and resume real troupe processes.
+const asCLI = "TROUPE_TEST_AS_CLI"
+
+// milestones are points of the demo's story, as they appear in its journal,
+// at which a process is killed.
+var milestones = []string{
+	`"task":"1"[^\n]*"type":"claim"`,
+	`"kind":"plan_approval_request"`,
+	`"msg_type":"plan_approval_response"`,
+	`"task":"2"[^\n]*"type":"claim"`,
+	`"task":"2"[^\n]*"type":"complete"`,
+	`"task":"3"[^\n]*"type":"claim"`,
+	`"task":"3"[^\n]*"type":"complete"`,
+	`"task":"4"[^\n]*"type":"claim"`,
+}
+
+// TestKillAndResume kills, with SIGKILL at a random point of the demo, (a) a
+// teammate process in process mode, (b) the lead process in process mode,
+// (c) everything (in-process teammates die with the lead); then resumes when
+// needed. Every task must end completed exactly once, no message lost or
+// delivered twice, every state file parseable, no process left.
+func TestKillAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and resumes real processes; not run with -short")
+	}
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d (milestones chosen at random)", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	for _, tc := range []struct {
+		name   string
+		mode   string
+		victim string // "lead" or "teammate"
+	}{
+		{"a-teammate-process", "process", "teammate"},
+		{"b-lead-process", "process", "lead"},
+		{"c-everything", "in-process", "lead"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			milestone := milestones[rng.IntN(len(milestones))]
+			t.Logf("kill at %s", milestone)
+			ws := t.TempDir()
+			demo := troupeCmd(t, "demo", "--headless", "--workspace", ws, "--model-latency", "30ms", "--teammate-mode", tc.mode)
+			var out bytes.Buffer
+			demo.Stdout, demo.Stderr = &out, &out
+			if err := demo.Start(); err != nil {
+				t.Fatal(err)
+			}
+			journalPath := filepath.Join(ws, ".troupe", "teams", "graphql-migration", "events.jsonl")
+			if !waitMatch(journalPath, milestone, 60*time.Second) {
+				_ = demo.Process.Kill()
+				_ = demo.Wait()
+				t.Fatalf("milestone %s never reached:\n%s", milestone, out.String())
+			}
+			switch tc.victim {
+			case "teammate":
+				victim := []string{"analyst", "backend", "frontend"}[rng.IntN(3)]
+				pid := rosterPID(t, ws, victim)
+				t.Logf("killing %s (pid %d)", victim, pid)
+				if pid > 0 && pid != demo.Process.Pid {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+				// The lead restarts the teammate; the demo finishes by itself.
+				if err := demo.Wait(); err != nil {
+					t.Fatalf("demo after a teammate was killed: %v\n%s", err, out.String())
+				}
+				restarted := false
+				archives, _ := filepath.Glob(filepath.Join(ws, ".troupe", "archive", "graphql-migration-*", "events.jsonl"))
+				for _, a := range archives {
+					for _, e := range readLines(t, a) {
+						if e["type"] == "restart" && e["member"] == victim {
+							restarted = true
+						}
+					}
+				}
+				if !restarted {
+					t.Errorf("%s was killed but never restarted", victim)
+				}
+			default:
+				_ = demo.Process.Kill()
+				_ = demo.Wait()
+				resume := troupeCmd(t, "resume", "graphql-migration", "--workspace", ws, "--headless", "--teammate-mode", tc.mode)
+				if b, err := resume.CombinedOutput(); err != nil {
+					t.Fatalf("resume: %v\n%s\ndemo was:\n%s", err, b, out.String())
+				}
+			}
+			audit(t, ws)
+			if b, err := exec.Command("pgrep", "-f", ws).Output(); err == nil {
+				t.Errorf("processes left running for %s:\n%s", ws, b)
+			}
+		})
+	}
+}
+
+// troupeCmd is the test binary run as troupe.
+func troupeCmd(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asCLI+"=1", "ANTHROPIC_API_KEY=", "TROUPE_HOME=")
+	return cmd
+}
+
+// waitMatch polls path until it matches re (a condition with a deadline).
+func waitMatch(path, re string, within time.Duration) bool {
+	rx := regexp.MustCompile(re)
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if data, err := os.ReadFile(path); err == nil && rx.Match(data) {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+func rosterPID(t *testing.T, ws, member string) int {
+	data, err := os.ReadFile(filepath.Join(ws, ".troupe", "teams", "graphql-migration", "config.json"))
+	if err != nil {
+		t.Logf("roster: %v", err)
+		return 0
+	}
+	var r struct {
+		Members []struct {
+			Name string `json:"name"`
+			PID  int    `json:"pid"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatalf("roster does not parse: %v", err)
+	}
+	for _, m := range r.Members {
+		if m.Name == member {
+			return m.PID
+		}
+	}
+	return 0
+}
+
+// audit checks the team's whole state once it is over (archived).
+func audit(t *testing.T, ws string) {
+	t.Helper()
+	archives, _ := filepath.Glob(filepath.Join(ws, ".troupe", "archive", "graphql-migration-*"))
+	if len(archives) != 1 {
+		t.Fatalf("want the team archived once, found %v", archives)
+	}
+	dir := archives[0]
+
+	// Every state file parses; every complete line of every JSONL file too.
+	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		switch {
+		case strings.HasSuffix(path, ".json"):
+			if !json.Valid(data) {
+				t.Errorf("%s does not parse", path)
+			}
+		case strings.HasSuffix(path, ".jsonl"):
+			lines := strings.Split(string(data), "\n")
+			for i, l := range lines[:len(lines)-1] {
+				if !json.Valid([]byte(l)) {
+					t.Errorf("%s line %d does not parse: %q", path, i+1, l)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	events := readLines(t, filepath.Join(dir, "events.jsonl"))
+	completed := map[string]int{}
+	sent := map[string]string{} // id -> recipient
+	for _, e := range events {
+		switch e["type"] {
+		case "complete":
+			completed[fmt.Sprint(e["task"])]++
+		case "send":
+			sent[fmt.Sprint(e["id"])] = fmt.Sprint(e["to"])
+		}
+	}
+	for _, id := range []string{"1", "2", "3", "4"} {
+		if completed[id] != 1 {
+			t.Errorf("task %s completed %d times, want exactly once", id, completed[id])
+		}
+	}
+
+	// Each message reached its recipient's conversation at most once, and
+	// every message is accounted for: delivered, set aside at shutdown, or
+	// still waiting in the inbox.
+	seen := map[string]int{}
+	transcripts, _ := filepath.Glob(filepath.Join(dir, "transcripts", "*.jsonl"))
+	for _, tr := range transcripts {
+		for _, l := range readLines(t, tr) {
+			for _, key := range []string{"delivered", "ids"} {
+				if ids, ok := l[key].([]any); ok {
+					for _, id := range ids {
+						seen[fmt.Sprint(id)]++
+					}
+				}
+			}
+		}
+	}
+	if len(sent) == 0 || len(seen) == 0 {
+		t.Fatalf("nothing to audit: %d messages sent, %d delivered", len(sent), len(seen))
+	}
+	for id, n := range seen {
+		if n > 1 {
+			t.Errorf("message %s reached its recipient %d times", id, n)
+		}
+	}
+	for id, to := range sent {
+		if seen[id] > 0 {
+			continue
+		}
+		inbox, _ := os.ReadFile(filepath.Join(dir, "inbox", to+".jsonl"))
+		if !bytes.Contains(inbox, []byte(`"id":"`+id+`"`)) {
+			t.Errorf("message %s to %s was lost: never delivered and not in its inbox", id, to)
+		}
+	}
+}
+
+func readLines(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
