@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"context"
 	"os"
-	"os/signal"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,14 +18,11 @@ import (
 // binary re-executes itself as the real CLI, in its own process.
 func TestMain(m *testing.M) {
 	if os.Getenv(asCLI) == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
+		os.Exit(Run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	testscript.Main(m, map[string]func(){
 		"troupe": func() {
-			os.Exit(Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+			os.Exit(Run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 		},
 	})
 }

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -91,6 +93,9 @@ scripted model.`,
 				provider.close()
 			}
 			out.finish(res, tl, runErr, 0)
+			if errors.Is(runErr, context.Canceled) {
+				return withCode(ExitInterrupted, fmt.Errorf("interrupted; continue with: troupe resume %s", args[0]))
+			}
 			if runErr != nil {
 				return withCode(ExitError, runErr)
 			}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,6 +109,11 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 	switch {
 	case runErr == nil:
 		return nil
+	case errors.Is(runErr, context.Canceled):
+		if t := res.Team; t != "" {
+			return withCode(ExitInterrupted, fmt.Errorf("interrupted; continue with: troupe resume %s", t))
+		}
+		return withCode(ExitInterrupted, errors.New("interrupted"))
 	case errors.Is(runErr, llm.ErrAuth):
 		return withCode(ExitNoKey, fmt.Errorf("the model endpoint refused the API key: %v", runErr))
 	case errors.Is(runErr, llm.ErrUnavailable):
