@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -109,10 +110,13 @@ func TestKillAndResume(t *testing.T) {
 	}
 }
 
-// troupeCmd is the test binary run as troupe.
+// troupeCmd is the test binary run as troupe, killed if it runs past two
+// minutes (a hang fails the test instead of the whole run).
 func troupeCmd(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Env = append(os.Environ(), asCLI+"=1", "ANTHROPIC_API_KEY=", "TROUPE_HOME=")
 	return cmd
 }

@@ -246,6 +246,9 @@ func (o *runOutput) teamEvent(e store.Event) {
 	defer o.mu.Unlock()
 	switch o.format {
 	case "stream-json":
+		if e.Type == "usage" {
+			return // the agent's own usage event already said it
+		}
 		line := map[string]any{"type": e.Type, "agent": e.Agent, "team": e.Team, "ts": e.TS}
 		for k, v := range e.Fields {
 			if _, taken := line[k]; !taken {

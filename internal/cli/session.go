@@ -198,7 +198,7 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 		Store: e.store, Provider: provider, Workspace: e.ws, Model: model, TeammateModel: f.teammateModel,
 		TeammateMode: f.teammateMode, IdleTimeout: f.idleTimeout, MaxTurns: maxTurns,
 		PermissionMode: f.permissionMode, Delegate: f.delegate, Sections: e.sections, Skills: e.skills, Logger: e.logger,
-		Rules: e.rules,
+		Rules: e.rules, AgentStderr: e.logFile,
 	}
 	if cfg.Model == "" && e.settings != nil {
 		cfg.Model = e.settings.LeadModel.Value

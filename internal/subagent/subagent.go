@@ -85,6 +85,10 @@ type Runner struct {
 	// Observe receives the subagent's events (nil: none); it must be safe
 	// for concurrent use, since background subagents run beside the parent.
 	Observe func(agent.Event)
+	// Stop, if set, is asked when the subagent's model ends its turn
+	// (SubagentStop hooks): again sends it back to work with reason, at most
+	// three times. active says it already runs on because of a Stop.
+	Stop func(ctx context.Context, name string, active bool) (reason string, again bool)
 }
 
 // Name is the name of the parent's subagent of type typ.
@@ -147,6 +151,17 @@ func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
 		return "", fmt.Errorf("subagent %s: %w", name, err)
 	}
 	res, err := a.Run(ctx, llm.TextBlock(args.Prompt))
+	for i := 0; err == nil && r.Stop != nil && i < 3; i++ {
+		reason, again := r.Stop(ctx, name, i > 0)
+		if !again {
+			break
+		}
+		var more *agent.Result
+		more, err = a.Run(ctx, llm.TextBlock("A SubagentStop hook sent you back to work: "+reason))
+		if more != nil && more.Text != "" {
+			res.Text = more.Text
+		}
+	}
 	text := ""
 	if res != nil {
 		text = strings.TrimSpace(res.Text)

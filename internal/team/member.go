@@ -698,17 +698,18 @@ func (m *Member) askPermission(ctx context.Context, c agent.Call, why string) ag
 		delete(m.permWaiting, reqID)
 		m.mu.Unlock()
 	}()
-	m.send(ctx, store.Message{Type: store.TypePermissionRequest, To: store.LeadName, RequestID: reqID, ToolName: c.Name, ToolInput: c.Input,
-		Content: fmt.Sprintf("%s asks to run %s %s (%s)", m.name, c.Name, oneLine(string(c.Input), 300), why), Summary: "permission for " + c.Name})
-	m.journal(ctx, "protocol", map[string]any{"kind": "permission_request", "request_id": reqID, "member": m.name, "tool": c.Name})
-	m.setStatus(ctx, StatusWaiting, "permission for "+c.Name)
-	defer m.setStatus(ctx, store.StatusWorking, "")
+	// Watch before asking, so an answer that comes at once is not missed.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	inboxCh, err := m.team.Mailbox().Watch(wctx, m.name)
 	if err != nil {
 		return agent.Decision{Reason: "permission request failed: " + err.Error()}
 	}
+	m.setStatus(ctx, StatusWaiting, "permission for "+c.Name)
+	defer m.setStatus(ctx, store.StatusWorking, "")
+	m.send(ctx, store.Message{Type: store.TypePermissionRequest, To: store.LeadName, RequestID: reqID, ToolName: c.Name, ToolInput: c.Input,
+		Content: fmt.Sprintf("%s asks to run %s %s (%s)", m.name, c.Name, oneLine(string(c.Input), 300), why), Summary: "permission for " + c.Name})
+	m.journal(ctx, "protocol", map[string]any{"kind": "permission_request", "request_id": reqID, "member": m.name, "tool": c.Name})
 	wait := m.cfg.PermissionTimeout
 	if wait <= 0 {
 		wait = 10 * time.Minute

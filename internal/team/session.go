@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -77,6 +78,9 @@ type Config struct {
 	// OnEvent receives team events (status changes, messages, tasks) as
 	// they are journaled.
 	OnEvent func(store.Event)
+	// AgentStderr receives the standard error of teammate processes
+	// (default: the lead's own standard error).
+	AgentStderr io.Writer
 	// ShutdownWait bounds how long TeamDelete waits for members to stop
 	// (default 2m).
 	ShutdownWait time.Duration
@@ -171,7 +175,10 @@ func (s *Session) startProcess(t store.Team, name string) (*exec.Cmd, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), s.cfg.AgentEnv...)
 	cmd.Dir = s.cfg.Workspace.Dir()
-	cmd.Stdout, cmd.Stderr = nil, os.Stderr
+	cmd.Stdout, cmd.Stderr = nil, s.cfg.AgentStderr
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
 	// Its own process group (signals to the lead's group do not hit it),
 	// and SIGTERM when the lead dies, so no teammate is orphaned: a resume
 	// restarts it.
@@ -254,6 +261,14 @@ func NewSession(cfg Config) (*Session, error) {
 	s.usage = &leadUsage{s: s}
 	sub := &subagent.Runner{Provider: cfg.Provider, Model: cfg.Model, Workspace: cfg.Workspace, Parent: store.LeadName,
 		Observe: s.usage.observe(cfg.Observe), Gate: gate, Compactor: &compact.Compactor{}}
+	if h := cfg.Rules.hooks(); h.Has("SubagentStop") {
+		sub.Stop = func(ctx context.Context, name string, active bool) (string, bool) {
+			w := who
+			w.Agent = name
+			out := h.Stop(ctx, w, true, active)
+			return out.Reason, out.Blocked
+		}
+	}
 	list := &todo.List{}
 	id := agent.Identity{Name: store.LeadName}
 	compactor, onCompact := compaction(s.Team, store.LeadName, cfg.Logger)
