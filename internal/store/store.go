@@ -133,6 +133,7 @@ type Member struct {
 	Name             string    `json:"name"`
 	Role             string    `json:"role"`
 	Model            string    `json:"model"`
+	Provider         string    `json:"provider,omitempty"`
 	AgentType        string    `json:"agent_type"`
 	Status           string    `json:"status"`
 	PlanModeRequired bool      `json:"plan_mode_required"`

@@ -856,7 +856,7 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 			r.Members = removeMember(r.Members, name)
 		}
 		r.Members = append(r.Members, store.Member{
-			Name: name, Role: role, Model: model, AgentType: "teammate", Status: store.StatusWorking,
+			Name: name, Role: role, Model: model, Provider: providerOf(model, s.cfg.Provider), AgentType: "teammate", Status: store.StatusWorking,
 			PlanModeRequired: args.PlanModeRequired, PermissionMode: mode, CWD: s.cfg.Workspace.Dir(),
 			JoinedAt: now, HeartbeatAt: now,
 		})
@@ -882,6 +882,15 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 		desc += " (" + role + ")"
 	}
 	return fmt.Sprintf("Spawned teammate %s in team %s. It has your prompt as its first message and will claim unblocked tasks when idle.", desc, t.Name()), nil
+}
+
+// providerOf names the provider a model spec runs on: its "provider:"
+// prefix, else the session's default provider.
+func providerOf(model string, def llm.Provider) string {
+	if p, _, ok := strings.Cut(model, ":"); ok && (p == "anthropic" || p == "openai") {
+		return p
+	}
+	return def.Name()
 }
 
 func removeMember(ms []store.Member, name string) []store.Member {
