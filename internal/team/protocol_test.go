@@ -15,7 +15,8 @@ import (
 // runtime until the lead approves its plan; a rejection carries feedback and
 // the teammate revises.
 func TestPlanModeEnforced(t *testing.T) {
-	f := start(t, `
+	forModes(t, func(t *testing.T, mode option) {
+		f := startMode(t, mode, `
 rules:
   - agent: team-lead
     contains: "Plan first"
@@ -60,39 +61,41 @@ rules:
     times: 0
     reply: [{text: "Waiting."}]
 `)
-	f.run("Plan first.")
-	p := f.requests("planner")
-	refused := lastUserTurn(t, p[1])
-	if strings.Count(refused, "plan mode: this tool is refused") != 2 {
-		t.Errorf("the early write and bash were not both refused: %s", refused)
-	}
-	if _, err := os.Stat(filepath.Join(f.ws, "early")); err == nil {
-		t.Error("bash ran before the plan was approved")
-	}
-	data, err := os.ReadFile(filepath.Join(f.ws, "notes.md"))
-	if err != nil || string(data) != "# Notes" {
-		t.Errorf("notes.md = %q, %v", data, err)
-	}
-	all := strings.Join(p, "\n")
-	if !strings.Contains(all, "Give it a title.") {
-		t.Error("the rejection's feedback never reached the planner")
-	}
-	var answers []string
-	for _, e := range f.journal() {
-		if e.Type == "protocol" && e.Fields["kind"] == store.TypePlanApprovalResponse {
-			answers = append(answers, jsonBool(e.Fields["approve"]))
+		f.run("Plan first.")
+		p := f.requests("planner")
+		refused := lastUserTurn(t, p[1])
+		if strings.Count(refused, "plan mode: this tool is refused") != 2 {
+			t.Errorf("the early write and bash were not both refused: %s", refused)
 		}
-	}
-	if strings.Join(answers, ",") != "false,true" {
-		t.Errorf("plan answers in the journal = %v", answers)
-	}
+		if _, err := os.Stat(filepath.Join(f.ws, "early")); err == nil {
+			t.Error("bash ran before the plan was approved")
+		}
+		data, err := os.ReadFile(filepath.Join(f.ws, "notes.md"))
+		if err != nil || string(data) != "# Notes" {
+			t.Errorf("notes.md = %q, %v", data, err)
+		}
+		all := strings.Join(p, "\n")
+		if !strings.Contains(all, "Give it a title.") {
+			t.Error("the rejection's feedback never reached the planner")
+		}
+		var answers []string
+		for _, e := range f.journal() {
+			if e.Type == "protocol" && e.Fields["kind"] == store.TypePlanApprovalResponse {
+				answers = append(answers, jsonBool(e.Fields["approve"]))
+			}
+		}
+		if strings.Join(answers, ",") != "false,true" {
+			t.Errorf("plan answers in the journal = %v", answers)
+		}
+	})
 }
 
 // TestPermissionRequestAnsweredByLead: a teammate in default mode asks
 // before bash; the request reaches the lead, whose answer lets the command
 // run (and a denial stops the next one).
 func TestPermissionRequestAnsweredByLead(t *testing.T) {
-	f := start(t, `
+	forModes(t, func(t *testing.T, mode option) {
+		f := startMode(t, mode, `
 rules:
   - agent: team-lead
     contains: "Careful work"
@@ -121,26 +124,27 @@ rules:
     times: 0
     reply: [{text: "Done."}]
 `)
-	f.run("Careful work.")
-	if _, err := os.Stat(filepath.Join(f.ws, "allowed")); err != nil {
-		t.Errorf("the approved command did not run: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(f.ws, "denied")); err == nil {
-		t.Error("the denied command ran")
-	}
-	res := lastUserTurn(t, f.requests("cautious")[1])
-	if !strings.Contains(res, "the lead denied permission") {
-		t.Errorf("the denial did not reach the teammate: %s", res)
-	}
-	var decisions []string
-	for _, e := range f.journal() {
-		if e.Type == "permission" {
-			decisions = append(decisions, e.Fields["tool"].(string)+"="+jsonBool(e.Fields["approve"]))
+		f.run("Careful work.")
+		if _, err := os.Stat(filepath.Join(f.ws, "allowed")); err != nil {
+			t.Errorf("the approved command did not run: %v", err)
 		}
-	}
-	if strings.Join(decisions, ",") != "bash=true,bash=false" {
-		t.Errorf("permission decisions in the journal = %v", decisions)
-	}
+		if _, err := os.Stat(filepath.Join(f.ws, "denied")); err == nil {
+			t.Error("the denied command ran")
+		}
+		res := lastUserTurn(t, f.requests("cautious")[1])
+		if !strings.Contains(res, "the lead denied permission") {
+			t.Errorf("the denial did not reach the teammate: %s", res)
+		}
+		var decisions []string
+		for _, e := range f.journal() {
+			if e.Type == "permission" {
+				decisions = append(decisions, e.Fields["tool"].(string)+"="+jsonBool(e.Fields["approve"]))
+			}
+		}
+		if strings.Join(decisions, ",") != "bash=true,bash=false" {
+			t.Errorf("permission decisions in the journal = %v", decisions)
+		}
+	})
 }
 
 // TestIdleTimeout: with idle_timeout a teammate with nothing to do exits on

@@ -42,6 +42,20 @@ type option func(*team.Config)
 
 func withMode(mode string) option { return func(c *team.Config) { c.TeammateMode = mode } }
 
+// forModes runs a test with teammates in process and as processes: the
+// same behaviour is expected of both.
+func forModes(t *testing.T, test func(t *testing.T, mode option)) {
+	for _, m := range []string{team.ModeInProcess, team.ModeProcess} {
+		t.Run(m, func(t *testing.T) { test(t, withMode(m)) })
+	}
+}
+
+// startMode is start with the teammate mode chosen by forModes.
+func startMode(t *testing.T, mode option, script string, opts ...option) *fixture {
+	t.Helper()
+	return start(t, script, append(opts, mode)...)
+}
+
 func start(t *testing.T, script string, opts ...option) *fixture {
 	t.Helper()
 	srv := fakeapitest.StartTest(t, script)
@@ -234,7 +248,8 @@ func TestAliceMessagesBob(t *testing.T) {
 // TestBroadcastAndUnknownRecipient: a broadcast reaches every member but the
 // sender; a message to a name not on the roster is refused with the list.
 func TestBroadcastAndUnknownRecipient(t *testing.T) {
-	f := start(t, `
+	forModes(t, func(t *testing.T, mode option) {
+		f := startMode(t, mode, `
 rules:
   - agent: team-lead
     contains: "Status round"
@@ -253,30 +268,32 @@ rules:
     times: 0
     reply: [{text: "ok"}]
 `)
-	f.run("Status round.")
-	lead := f.requests("team-lead")
-	last := lastUserTurn(t, lead[1])
-	if !strings.Contains(last, "Broadcast sent to ann, ben.") {
-		t.Errorf("broadcast result: %s", last)
-	}
-	if !strings.Contains(last, `unknown member \"zed\" in team crew (members: team-lead, ann, ben)`) {
-		t.Errorf("unknown recipient result: %s", last)
-	}
-	for _, who := range []string{"ann", "ben"} {
-		all := strings.Join(f.requests(who), "\n")
-		if !strings.Contains(all, `type=\"broadcast\"`) || !strings.Contains(all, "status: schema frozen") {
-			t.Errorf("%s did not get the broadcast", who)
+		f.run("Status round.")
+		lead := f.requests("team-lead")
+		last := lastUserTurn(t, lead[1])
+		if !strings.Contains(last, "Broadcast sent to ann, ben.") {
+			t.Errorf("broadcast result: %s", last)
 		}
-	}
-	if strings.Contains(strings.Join(lead[1:], "\n"), `type=\"broadcast\"`) {
-		t.Error("the sender received its own broadcast")
-	}
+		if !strings.Contains(last, `unknown member \"zed\" in team crew (members: team-lead, ann, ben)`) {
+			t.Errorf("unknown recipient result: %s", last)
+		}
+		for _, who := range []string{"ann", "ben"} {
+			all := strings.Join(f.requests(who), "\n")
+			if !strings.Contains(all, `type=\"broadcast\"`) || !strings.Contains(all, "status: schema frozen") {
+				t.Errorf("%s did not get the broadcast", who)
+			}
+		}
+		if strings.Contains(strings.Join(lead[1:], "\n"), `type=\"broadcast\"`) {
+			t.Error("the sender received its own broadcast")
+		}
+	})
 }
 
 // TestManagementToolsRefused: a teammate has no management tools (they are
 // not even offered), and delegate mode refuses the lead's bash.
 func TestManagementToolsRefused(t *testing.T) {
-	f := start(t, `
+	forModes(t, func(t *testing.T, mode option) {
+		f := startMode(t, mode, `
 rules:
   - agent: team-lead
     contains: "Try it"
@@ -294,29 +311,31 @@ rules:
   - agent: rogue
     reply: [{text: "I cannot."}]
 `, func(c *team.Config) { c.Delegate = true })
-	f.run("Try it.")
-	lead := lastUserTurn(t, f.requests("team-lead")[1])
-	if !strings.Contains(lead, "delegate mode") || strings.Contains(lead, "I should not run\\n") {
-		t.Errorf("lead's bash was not refused: %s", lead)
-	}
-	rogue := f.requests("rogue")
-	if strings.Contains(rogue[0], `"name":"TeamDelete"`) || strings.Contains(rogue[0], `"name":"Task"`) {
-		t.Error("a teammate was offered a management tool")
-	}
-	last := lastUserTurn(t, rogue[1])
-	if !strings.Contains(last, `unknown tool \"TeamDelete\"`) || !strings.Contains(last, `unknown tool \"Task\"`) {
-		t.Errorf("rogue's management calls were not refused: %s", last)
-	}
-	if len(f.roster().Members) != 1 {
-		t.Errorf("roster = %+v", f.roster().Members)
-	}
+		f.run("Try it.")
+		lead := lastUserTurn(t, f.requests("team-lead")[1])
+		if !strings.Contains(lead, "delegate mode") || strings.Contains(lead, "I should not run\\n") {
+			t.Errorf("lead's bash was not refused: %s", lead)
+		}
+		rogue := f.requests("rogue")
+		if strings.Contains(rogue[0], `"name":"TeamDelete"`) || strings.Contains(rogue[0], `"name":"Task"`) {
+			t.Error("a teammate was offered a management tool")
+		}
+		last := lastUserTurn(t, rogue[1])
+		if !strings.Contains(last, `unknown tool \"TeamDelete\"`) || !strings.Contains(last, `unknown tool \"Task\"`) {
+			t.Errorf("rogue's management calls were not refused: %s", last)
+		}
+		if len(f.roster().Members) != 1 {
+			t.Errorf("roster = %+v", f.roster().Members)
+		}
+	})
 }
 
 // TestMessageArrivesAtToolBoundary: a message sent while a teammate runs a
 // long tool call reaches it with that call's result, not only when it goes
 // idle.
 func TestMessageArrivesAtToolBoundary(t *testing.T) {
-	f := start(t, `
+	forModes(t, func(t *testing.T, mode option) {
+		f := startMode(t, mode, `
 rules:
   - agent: team-lead
     contains: "Interrupt"
@@ -336,28 +355,29 @@ rules:
     contains: "change of plan"
     reply: [{text: "Switching to 9090."}]
 `)
-	f.run("Interrupt the worker.")
-	w := f.requests("worker")
-	if len(w) != 2 {
-		t.Fatalf("worker made %d calls, want 2", len(w))
-	}
-	turn := lastUserTurn(t, w[1])
-	ri := strings.Index(turn, "long job finished")
-	mi := strings.Index(turn, "change of plan: use port 9090")
-	if ri < 0 || mi < 0 || mi < ri {
-		t.Errorf("want the tool result then the message in one turn, got: %s", turn)
-	}
-	var at string
-	for _, e := range f.journal() {
-		if e.Type == "deliver" && e.Fields["member"] == "worker" && at == "" && len(e.Fields["ids"].([]any)) == 1 {
-			if e.Fields["at"] == "tool_boundary" {
-				at = "tool_boundary"
+		f.run("Interrupt the worker.")
+		w := f.requests("worker")
+		if len(w) != 2 {
+			t.Fatalf("worker made %d calls, want 2", len(w))
+		}
+		turn := lastUserTurn(t, w[1])
+		ri := strings.Index(turn, "long job finished")
+		mi := strings.Index(turn, "change of plan: use port 9090")
+		if ri < 0 || mi < 0 || mi < ri {
+			t.Errorf("want the tool result then the message in one turn, got: %s", turn)
+		}
+		var at string
+		for _, e := range f.journal() {
+			if e.Type == "deliver" && e.Fields["member"] == "worker" && at == "" && len(e.Fields["ids"].([]any)) == 1 {
+				if e.Fields["at"] == "tool_boundary" {
+					at = "tool_boundary"
+				}
 			}
 		}
-	}
-	if at != "tool_boundary" {
-		t.Error("no delivery at a tool boundary in the journal")
-	}
+		if at != "tool_boundary" {
+			t.Error("no delivery at a tool boundary in the journal")
+		}
+	})
 }
 
 // TestShutdownRejectedThenApproved: a teammate with unfinished work refuses
@@ -365,7 +385,8 @@ rules:
 // model call. The writer's tool waits for the file "asked", which the lead
 // writes right after its request, so the request lands mid-task.
 func TestShutdownRejectedThenApproved(t *testing.T) {
-	f := start(t, `
+	forModes(t, func(t *testing.T, mode option) {
+		f := startMode(t, mode, `
 rules:
   - agent: team-lead
     contains: "Shut down early"
@@ -408,29 +429,30 @@ rules:
   - agent: writer
     reply: [{text: "Done."}]
 `)
-	res := f.run("Shut down early.")
-	if res.Text != "Writer stopped." {
-		t.Errorf("lead's last text = %q", res.Text)
-	}
-	var protocol []string
-	for _, e := range f.journal() {
-		if e.Type == "protocol" && e.Fields["kind"] == "shutdown" {
-			protocol = append(protocol, jsonBool(e.Fields["approve"]))
+		res := f.run("Shut down early.")
+		if res.Text != "Writer stopped." {
+			t.Errorf("lead's last text = %q", res.Text)
 		}
-	}
-	if strings.Join(protocol, ",") != "false,true" {
-		t.Errorf("shutdown answers in the journal = %v, want false then true", protocol)
-	}
-	m, _ := rosterMember(f.roster(), "writer")
-	if m.Status != store.StatusShutdown {
-		t.Errorf("writer is %s", m.Status)
-	}
-	if n := len(f.requests("writer")); n != 4 {
-		t.Errorf("writer made %d model calls, want 4 (the approval costs none)", n)
-	}
-	if _, err := os.Stat(filepath.Join(f.ws, "report.md")); err != nil {
-		t.Error(err)
-	}
+		var protocol []string
+		for _, e := range f.journal() {
+			if e.Type == "protocol" && e.Fields["kind"] == "shutdown" {
+				protocol = append(protocol, jsonBool(e.Fields["approve"]))
+			}
+		}
+		if strings.Join(protocol, ",") != "false,true" {
+			t.Errorf("shutdown answers in the journal = %v, want false then true", protocol)
+		}
+		m, _ := rosterMember(f.roster(), "writer")
+		if m.Status != store.StatusShutdown {
+			t.Errorf("writer is %s", m.Status)
+		}
+		if n := len(f.requests("writer")); n != 4 {
+			t.Errorf("writer made %d model calls, want 4 (the approval costs none)", n)
+		}
+		if _, err := os.Stat(filepath.Join(f.ws, "report.md")); err != nil {
+			t.Error(err)
+		}
+	})
 }
 
 func jsonBool(v any) string {
