@@ -44,7 +44,7 @@ func (f *teamFlags) add(fs interface {
 	DurationVar(*time.Duration, string, time.Duration, string)
 }) {
 	fs.StringVar(&f.teammateMode, "teammate-mode", team.ModeInProcess, "how teammates run: in-process (goroutines) or process (one `troupe agent` process each)")
-	fs.StringVar(&f.permissionMode, "permission-mode", team.PermBypass, "the lead's permission mode and the teammates' default: default, acceptEdits, plan, bypassPermissions or delegate")
+	fs.StringVar(&f.permissionMode, "permission-mode", "", "the lead's permission mode and the teammates' default: default, acceptEdits, plan, bypassPermissions or delegate (default: the settings' defaultMode, else bypassPermissions)")
 	fs.BoolVar(&f.delegate, "delegate", false, "limit the lead to management tools (it coordinates, teammates do the work)")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "an idle teammate exits after this long with nothing to do (0: stays until shut down)")
 	fs.StringVar(&f.teammateModel, "teammate-model", "", "the teammates' default model (default: the lead's)")
@@ -202,6 +202,12 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 	}
 	if cfg.Model == "" && e.settings != nil {
 		cfg.Model = e.settings.LeadModel.Value
+	}
+	if cfg.PermissionMode == "" && e.settings != nil {
+		cfg.PermissionMode = e.settings.DefaultMode.Value
+	}
+	if cfg.PermissionMode == "" {
+		cfg.PermissionMode = team.PermBypass
 	}
 	if cfg.TeammateModel == "" {
 		cfg.TeammateModel = model
