@@ -88,6 +88,10 @@ type Config struct {
 	// Record receives every message appended to the conversation, in
 	// order, as it happens (transcripts). Nil: none.
 	Record func(llm.Message)
+	// Budget, if set, is asked before every model call; an error stops the
+	// run before the call is made (a spending limit was reached) and is
+	// returned from Run.
+	Budget func() error
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 
@@ -311,6 +315,11 @@ func (a *Agent) request() llm.Request {
 
 // call makes one model call, streaming its events to the observer.
 func (a *Agent) call(ctx context.Context) (*llm.Response, error) {
+	if a.cfg.Budget != nil {
+		if err := a.cfg.Budget(); err != nil {
+			return nil, err
+		}
+	}
 	req := a.request()
 	resp, err := llm.Collect(a.cfg.Provider.Stream(ctx, &req), func(ev llm.Event) {
 		switch ev.Type {

@@ -117,7 +117,7 @@ func (a *app) rootCmd() *cobra.Command {
 
 	bench := &cobra.Command{Use: "bench", Short: "Measure the runtime itself and print JSON figures"}
 	bench.AddCommand(a.benchTurnCmd(), a.benchStoreCmd(), a.benchTeamCmd())
-	root.AddCommand(bench, a.fakeAPICmd(), a.demoCmd(), a.agentCmd(), a.toolsCmd(), a.hooksCmd(), a.patternsCmd(), a.replayCmd(), a.usageCmd(), a.resumeCmd())
+	root.AddCommand(bench, a.fakeAPICmd(), a.demoCmd(), a.agentCmd(), a.toolsCmd(), a.hooksCmd(), a.patternsCmd(), a.replayCmd(), a.usageCmd(), a.budgetCmd(), a.resumeCmd())
 	root.AddCommand(a.storeCmds()...)
 	return root
 }

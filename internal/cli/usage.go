@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/store/file"
+	"github.com/troupe-dev/troupe/internal/team"
 	"github.com/troupe-dev/troupe/internal/usage"
 )
 
@@ -131,4 +132,49 @@ func splitLines(data []byte) [][]byte {
 		data = data[i+1:]
 	}
 	return out
+}
+
+// budgetCmd is `troupe budget T NAME --tokens N --cost X`.
+func (a *app) budgetCmd() *cobra.Command {
+	var l usage.Limit
+	cmd := &cobra.Command{
+		Use:   "budget TEAM NAME",
+		Short: "Set a member's own spending limit; a member stopped by its budget goes on",
+		Long: `Sets NAME's own limits in TEAM's roster (--tokens counts every token of its
+calls; --cost is in US dollars; 0 removes a limit) and sends NAME a message, so
+a member stopped by its budget goes on. Limits for every agent and for the
+whole team live in .troupe/settings.json under "budgets".`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ws, err := a.Workspace()
+			if err != nil {
+				return withCode(ExitUsage, err)
+			}
+			stateDir, err := a.stateDirFor(ws)
+			if err != nil {
+				return withCode(ExitUsage, err)
+			}
+			st, err := file.Open(stateDir, file.Options{})
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			defer st.Close()
+			t, err := st.Team(a.ctx, args[0])
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			if err := team.RaiseBudget(a.ctx, t, args[1], l); err != nil {
+				return withCode(ExitError, err)
+			}
+			if _, err := t.Mailbox().Send(a.ctx, store.Message{Type: store.TypeMessage, From: store.HumanName, To: args[1],
+				Content: fmt.Sprintf("Your budget is now %d tokens / $%.2f (0: no limit of your own); go on.", l.Tokens, l.CostUSD)}); err != nil {
+				return withCode(ExitError, err)
+			}
+			fmt.Fprintf(a.stdout, "%s's budget in team %s: %d tokens, $%.2f\n", args[1], args[0], l.Tokens, l.CostUSD)
+			return nil
+		},
+	}
+	cmd.Flags().Int64Var(&l.Tokens, "tokens", 0, "token limit (0: none of its own)")
+	cmd.Flags().Float64Var(&l.CostUSD, "cost", 0, "cost limit in US dollars (0: none of its own)")
+	return cmd
 }

@@ -130,10 +130,14 @@ type Roster struct {
 
 // Member is one teammate on the roster.
 type Member struct {
-	Name             string    `json:"name"`
-	Role             string    `json:"role"`
-	Model            string    `json:"model"`
-	Provider         string    `json:"provider,omitempty"`
+	Name     string `json:"name"`
+	Role     string `json:"role"`
+	Model    string `json:"model"`
+	Provider string `json:"provider,omitempty"`
+	// BudgetTokens and BudgetUSD are the member's own spending limits
+	// (0: the settings' limits apply).
+	BudgetTokens     int64     `json:"budget_tokens,omitempty"`
+	BudgetUSD        float64   `json:"budget_usd,omitempty"`
 	AgentType        string    `json:"agent_type"`
 	Status           string    `json:"status"`
 	PlanModeRequired bool      `json:"plan_mode_required"`

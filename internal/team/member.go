@@ -74,6 +74,8 @@ type Member struct {
 	ids          requestIDs
 	who          hook.Who
 	currentTask  string // the task the member works on, for usage
+	budget       *budgets
+	overBudget   bool // stopped by a budget: only messages wake it, and the lead is told once
 	// idleHookBlocks counts TeammateIdle hooks that sent the member back to
 	// work since its last real work.
 	idleHookBlocks int
@@ -94,7 +96,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	}
 	m := &Member{
 		cfg: cfg, team: cfg.Team, name: me.Name, role: me.Role, plan: me.PlanModeRequired, mode: me.PermissionMode,
-		jobs: tool.NewJobs(), events: make(chan struct{}, 1),
+		jobs: tool.NewJobs(), events: make(chan struct{}, 1), budget: newBudgets(cfg.Team, cfg.Workspace.Dir()),
 		permWaiting: map[string]chan bool{}, shutdownReqs: map[string]string{}, nudged: map[string]bool{},
 	}
 	model := me.Model
@@ -137,6 +139,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		Identity:   id.Line(),
 		Compactor:  compactor,
 		OnCompact:  onCompact,
+		Budget:     func() error { return m.budget.check(context.Background(), m.name) },
 	})
 	if err != nil {
 		return nil, err
@@ -231,7 +234,18 @@ func (m *Member) Run(ctx context.Context) (err error) {
 			return ctx.Err()
 		}
 		summary := "available"
-		if runErr != nil {
+		if errors.Is(runErr, ErrBudget) {
+			summary = "stopped: " + runErr.Error()
+			m.mu.Lock()
+			told := m.overBudget
+			m.overBudget = true
+			m.mu.Unlock()
+			m.journal(ctx, "budget", map[string]any{"member": m.name, "reached": runErr.Error()})
+			if !told {
+				m.send(ctx, store.Message{Type: store.TypeMessage, To: store.LeadName, Summary: "budget reached",
+					Content: fmt.Sprintf("I stopped making model calls: %v. Raise my limit (troupe budget %s %s --tokens N, or the budgets of .troupe/settings.json) and message me to let me go on.", runErr, m.team.Name(), m.name)})
+			}
+		} else if runErr != nil {
 			// A failed turn does not end a teammate: it tells the lead and
 			// waits for the next event.
 			summary = "turn failed: " + runErr.Error()
@@ -551,6 +565,17 @@ func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, e
 	}
 	if planWait {
 		return nil, "", false, nil
+	}
+	m.mu.Lock()
+	over := m.overBudget
+	m.mu.Unlock()
+	if over {
+		if err := m.budget.check(ctx, m.name); err != nil {
+			return nil, "", false, nil // still over: only a message wakes it
+		}
+		m.mu.Lock()
+		m.overBudget = false
+		m.mu.Unlock()
 	}
 	own, err := m.ownUnfinished(ctx)
 	if err != nil {

@@ -133,6 +133,7 @@ type Session struct {
 	reaped       map[string]bool // dead members already reported, by name@heartbeat
 	archived     string          // where the last deleted team's state went
 	archivedTeam string
+	budget       *budgets
 	who          hook.Who // the lead, for hooks
 
 	wg sync.WaitGroup
@@ -293,6 +294,19 @@ func NewSession(cfg Config) (*Session, error) {
 		Identity:   id.Line(),
 		Compactor:  compactor,
 		OnCompact:  onCompact,
+		Budget: func() error {
+			t, err := s.Team()
+			if err != nil {
+				return nil
+			}
+			s.mu.Lock()
+			if s.budget == nil || s.budget.t != t {
+				s.budget = newBudgets(t, cfg.Workspace.Dir())
+			}
+			b := s.budget
+			s.mu.Unlock()
+			return b.check(context.Background(), store.LeadName)
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -858,6 +872,7 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 		r.Members = append(r.Members, store.Member{
 			Name: name, Role: role, Model: model, Provider: providerOf(model, s.cfg.Provider), AgentType: "teammate", Status: store.StatusWorking,
 			PlanModeRequired: args.PlanModeRequired, PermissionMode: mode, CWD: s.cfg.Workspace.Dir(),
+			BudgetTokens: args.BudgetTokens, BudgetUSD: args.BudgetUSD,
 			JoinedAt: now, HeartbeatAt: now,
 		})
 		return nil

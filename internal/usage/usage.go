@@ -183,3 +183,54 @@ func Keys(m map[string]Tokens) []string {
 	})
 	return out
 }
+
+// Limit is a spending limit; zero fields do not limit. Tokens counts every
+// token of a call: input, output, cache reads and cache writes.
+type Limit struct {
+	Tokens  int64   `json:"tokens,omitempty"`
+	CostUSD float64 `json:"cost_usd,omitempty"`
+}
+
+// Exceeded says whether t has reached l, and how.
+func (l Limit) Exceeded(t Tokens) (string, bool) {
+	total := t.Input + t.Output + t.CacheRead + t.CacheWrite
+	switch {
+	case l.Tokens > 0 && total >= l.Tokens:
+		return fmt.Sprintf("%d of %d tokens used", total, l.Tokens), true
+	case l.CostUSD > 0 && t.CostUSD >= l.CostUSD:
+		return fmt.Sprintf("$%.4f of $%.4f spent", t.CostUSD, l.CostUSD), true
+	}
+	return "", false
+}
+
+// Budgets are the spending limits of .troupe/settings.json:
+//
+//	"budgets": {"agent": {"tokens": 2000000}, "team": {"cost_usd": 20},
+//	            "agents": {"alice": {"cost_usd": 2}}}
+//
+// agent applies to every agent without a limit of its own; team to the sum.
+type Budgets struct {
+	Agent  Limit            `json:"agent"`
+	Team   Limit            `json:"team"`
+	Agents map[string]Limit `json:"agents"`
+}
+
+// LoadBudgets reads the budgets of the workspace's settings (none when the
+// file or the key is absent). It is cheap enough to call before every
+// model call, so raising a limit in the file takes effect at once.
+func LoadBudgets(workspace string) (Budgets, error) {
+	data, err := os.ReadFile(filepath.Join(workspace, ".troupe", "settings.json"))
+	if os.IsNotExist(err) {
+		return Budgets{}, nil
+	}
+	if err != nil {
+		return Budgets{}, err
+	}
+	var s struct {
+		Budgets Budgets `json:"budgets"`
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return Budgets{}, fmt.Errorf(".troupe/settings.json: budgets: %w", err)
+	}
+	return s.Budgets, nil
+}
