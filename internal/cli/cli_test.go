@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"net"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +44,7 @@ func TestScripts(t *testing.T) {
 			"fakeapi":    cmdFakeAPI,
 			"fakeopenai": cmdFakeOpenAI,
 			"waitfor":    cmdWaitFor,
+			"freeport":   cmdFreePort,
 		},
 	})
 }
@@ -120,4 +123,18 @@ func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// cmdFreePort sets NAME to a loopback port that was free a moment ago:
+//
+//	freeport NAME
+func cmdFreePort(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: freeport NAME")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	port := l.Addr().(*net.TCPAddr).Port
+	ts.Check(l.Close())
+	ts.Setenv(args[0], strconv.Itoa(port))
 }

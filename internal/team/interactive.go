@@ -228,12 +228,19 @@ func (i *Interactive) next(ctx context.Context) (wakeup, error) {
 			if c.compact {
 				return wakeup{compact: true, focus: c.text}, nil
 			}
+			// UserPromptSubmit hooks may refuse the prompt or add to it.
+			extra, err := i.s.PromptHook(ctx, c.text)
+			if err != nil {
+				i.onUpdate(Update{Kind: UpdateTurnEnd, Err: err})
+				continue
+			}
 			var input []llm.Block
 			if i.noteStop {
 				input = append(input, llm.TextBlock("(The human interrupted your previous turn.)"))
 				i.noteStop = false
 			}
 			input = append(input, llm.TextBlock(c.text))
+			input = append(input, extra...)
 			if len(i.held) > 0 {
 				input = append(input, messageBlocks(i.held)...)
 				i.held = nil

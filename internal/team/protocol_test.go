@@ -194,3 +194,46 @@ rules:
 		t.Error("no idle_timeout in the journal")
 	}
 }
+
+// TestAssignmentReachesOwner: TaskUpdate with an owner puts a
+// task_assignment in that member's inbox, and the member works the task.
+func TestAssignmentReachesOwner(t *testing.T) {
+	f := start(t, `
+rules:
+  - agent: team-lead
+    contains: "Assign it"
+    reply:
+      - tool_use: {name: TeamCreate, input: {team_name: assign}}
+      - tool_use: {name: Task, input: {team_name: assign, name: ann, description: a, prompt: "Wait for work."}}
+      - tool_use: {name: TaskCreate, input: {subject: "Write notes", role: nobody}}
+      - tool_use: {name: TaskUpdate, input: {taskId: "1", owner: ann, status: in_progress}}
+  - agent: team-lead
+    times: 0
+    reply: [{text: "ok"}]
+  - agent: ann
+    contains: 'type="task_assignment"'
+    reply:
+      - tool_use: {name: write_file, input: {path: notes.md, content: "# Notes"}}
+      - tool_use: {name: TaskUpdate, input: {taskId: "1", status: completed}}
+  - agent: ann
+    times: 0
+    reply: [{text: "done"}]
+`)
+	f.run("Assign it.")
+	all := strings.Join(f.requests("ann"), "\n")
+	if !strings.Contains(all, `type=\"task_assignment\"`) || !strings.Contains(all, "You were assigned task #1: Write notes") {
+		t.Fatalf("ann never got the assignment")
+	}
+	if _, err := os.Stat(filepath.Join(f.ws, "notes.md")); err != nil {
+		t.Error(err)
+	}
+	var done bool
+	for _, e := range f.journal() {
+		if e.Type == "complete" && e.Fields["task"] == "1" {
+			done = true
+		}
+	}
+	if !done {
+		t.Error("the assigned task was never completed")
+	}
+}
