@@ -262,16 +262,7 @@ func (t *timeline) agentEvent(ev agent.Event) {
 }
 
 func (t *timeline) teamEvent(e store.Event) {
-	f := func(k string) string {
-		switch v := e.Fields[k].(type) {
-		case string:
-			return v
-		case nil:
-			return ""
-		default:
-			return fmt.Sprint(v)
-		}
-	}
+	f := e.Field
 	switch e.Type {
 	case "team_create":
 		t.line(e.Agent, "creates team %s", e.Team)

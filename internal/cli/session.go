@@ -308,7 +308,7 @@ func newTally() *tally {
 func (t *tally) observe(e store.Event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	str := func(k string) string { s, _ := e.Fields[k].(string); return s }
+	str := e.Field
 	switch e.Type {
 	case "team_create":
 		t.teams = append(t.teams, e.Team)

@@ -141,6 +141,19 @@ func ParseTask(data []byte) (Task, error) {
 
 // MarshalJSON writes an event as one flat object: ts, type, team, agent,
 // then the fields.
+// Field returns field k of e as text: a string as it is, a number or a
+// boolean printed, a missing field as "".
+func (e Event) Field(k string) string {
+	switch v := e.Fields[k].(type) {
+	case string:
+		return v
+	case nil:
+		return ""
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
 func (e Event) MarshalJSON() ([]byte, error) {
 	m := make(map[string]any, len(e.Fields)+4)
 	maps.Copy(m, e.Fields)

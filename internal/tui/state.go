@@ -218,16 +218,7 @@ func (s *state) fromTeam(msgs []store.Message) {
 
 // teamEvent folds a journal event into the state.
 func (s *state) teamEvent(e store.Event) {
-	f := func(k string) string {
-		switch v := e.Fields[k].(type) {
-		case string:
-			return v
-		case nil:
-			return ""
-		default:
-			return fmt.Sprint(v)
-		}
-	}
+	f := e.Field
 	if e.Team != "" {
 		s.teamName = e.Team
 	}

@@ -130,7 +130,7 @@ func Tally(team string, events []store.Event, prices Prices) Report {
 			}
 			return 0
 		}
-		str := func(k string) string { s, _ := e.Fields[k].(string); return s }
+		str := e.Field
 		t := Tokens{Calls: 1, Input: num("input_tokens"), Output: num("output_tokens"),
 			CacheRead: num("cache_read_input_tokens"), CacheWrite: num("cache_creation_input_tokens")}
 		model := str("model")
