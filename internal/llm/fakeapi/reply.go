@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/troupe-dev/troupe/internal/llm/fakescript"
 )
 
 // The wire shapes of a reply, as the Messages API sends them.
@@ -92,68 +93,8 @@ func marshal(v any) ([]byte, error) {
 }
 
 // vars are the values of ${...} substitutions for one call.
-type vars struct {
-	agent  string
-	call   int
-	groups []string // groups[0] is the whole match of the rule's regex
-}
-
-// expand replaces ${agent}, ${call} and ${0}..${9} in s. Other ${...}
-// stay as written, so a shell command in a tool input keeps its variables.
-func (v vars) expand(s string) string {
-	if !strings.Contains(s, "${") {
-		return s
-	}
-	var out strings.Builder
-	for {
-		i := strings.Index(s, "${")
-		if i < 0 {
-			out.WriteString(s)
-			return out.String()
-		}
-		end := strings.IndexByte(s[i:], '}')
-		if end < 0 {
-			out.WriteString(s)
-			return out.String()
-		}
-		out.WriteString(s[:i])
-		name := s[i+2 : i+end]
-		switch {
-		case name == "agent":
-			out.WriteString(v.agent)
-		case name == "call":
-			out.WriteString(strconv.Itoa(v.call))
-		case len(name) == 1 && name[0] >= '0' && name[0] <= '9':
-			if g := int(name[0] - '0'); g < len(v.groups) {
-				out.WriteString(v.groups[g])
-			}
-		default:
-			out.WriteString(s[i : i+end+1])
-		}
-		s = s[i+end+1:]
-	}
-}
-
-// expandAny expands every string inside a decoded JSON value, returning a copy.
-func (v vars) expandAny(x any) any {
-	switch x := x.(type) {
-	case string:
-		return v.expand(x)
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = v.expandAny(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = v.expandAny(e)
-		}
-		return out
-	}
-	return x
-}
+// vars are the substitutions of one call's reply.
+type vars = fakescript.Vars
 
 // buildMessage makes the reply of rule r to call n.
 func buildMessage(r *rule, vs vars, model, idPrefix string, n, requestBytes int) (wireMessage, error) {
@@ -170,13 +111,13 @@ func buildMessage(r *rule, vs vars, model, idPrefix string, n, requestBytes int)
 		var wb wireBlock
 		switch {
 		case b.text != nil:
-			wb = wireBlock{Type: "text", Text: vs.expand(*b.text)}
+			wb = wireBlock{Type: "text", Text: vs.Expand(*b.text)}
 			outBytes += len(wb.Text)
 		case b.thinking != nil:
-			wb = wireBlock{Type: "thinking", Thinking: vs.expand(*b.thinking), Signature: signature(n, i)}
+			wb = wireBlock{Type: "thinking", Thinking: vs.Expand(*b.thinking), Signature: signature(n, i)}
 			outBytes += len(wb.Thinking)
 		case b.toolUse != nil:
-			input, err := marshal(vs.expandAny(b.toolUse.Input))
+			input, err := marshal(vs.ExpandAny(b.toolUse.Input))
 			if err != nil {
 				return msg, fmt.Errorf("tool_use input: %w", err)
 			}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/troupe-dev/troupe/internal/llm/fakescript"
 )
 
 // DefaultAgentPattern finds the agent's name in a system prompt such as
@@ -71,10 +73,7 @@ type Script struct {
 
 // rule is one checked rule (or the fallback, whose conditions are empty).
 type rule struct {
-	agent      string
-	contains   string
-	re         *regexp.Regexp
-	times      int // 0: unlimited
+	fakescript.Cond
 	latency    time.Duration
 	reply      []block
 	stopReason string
@@ -186,13 +185,13 @@ func ParseScript(data []byte) (*Script, error) {
 		s.faults[f.Call] = f
 	}
 
-	s.fallback = rule{times: 0}
+	s.fallback = rule{}
 	if fb := spec.Fallback; fb != nil {
 		r, err := buildRule(ruleSpec{Reply: fb.Reply, StopReason: fb.StopReason, Usage: fb.Usage, Latency: fb.Latency})
 		if err != nil {
 			return nil, fmt.Errorf("fallback: %w", err)
 		}
-		r.times = 0
+		r.Times = 0
 		s.fallback = r
 	} else {
 		text := "fakeapi: no rule matched for agent ${agent}"
@@ -229,9 +228,7 @@ func checkFault(f Fault) error {
 
 func buildRule(rs ruleSpec) (rule, error) {
 	r := rule{
-		agent:      rs.Agent,
-		contains:   rs.Contains,
-		times:      1,
+		Cond:       fakescript.Cond{Agent: rs.Agent, Contains: rs.Contains, Times: 1},
 		latency:    rs.Latency,
 		stopReason: rs.StopReason,
 		usage:      rs.Usage,
@@ -240,7 +237,7 @@ func buildRule(rs ruleSpec) (rule, error) {
 		if *rs.Times < 0 {
 			return r, fmt.Errorf("times must be 0 (unlimited) or more, got %d", *rs.Times)
 		}
-		r.times = *rs.Times
+		r.Times = *rs.Times
 	}
 	if rs.Latency < 0 {
 		return r, fmt.Errorf("latency must not be negative, got %v", rs.Latency)
@@ -250,7 +247,7 @@ func buildRule(rs ruleSpec) (rule, error) {
 		if err != nil {
 			return r, fmt.Errorf("regex: %w", err)
 		}
-		r.re = re
+		r.Re = re
 	}
 	hasToolUse := false
 	for j, bs := range rs.Reply {
@@ -277,7 +274,7 @@ func buildRule(rs ruleSpec) (rule, error) {
 			if !toolNameRE.MatchString(tu.Name) {
 				return r, fmt.Errorf("reply block %d: tool_use name %q must match %s", j, tu.Name, toolNameRE)
 			}
-			input, err := normalizeYAML(tu.Input)
+			input, err := fakescript.JSONable(tu.Input)
 			if err != nil {
 				return r, fmt.Errorf("reply block %d: tool_use input: %w", j, err)
 			}
@@ -309,52 +306,6 @@ func buildRule(rs ruleSpec) (rule, error) {
 		}
 	}
 	return r, nil
-}
-
-// normalizeYAML turns what yaml.v3 decodes into an interface into values
-// encoding/json can marshal: maps with non-string keys get string keys.
-func normalizeYAML(v any) (any, error) {
-	switch v := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			n, err := normalizeYAML(e)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = n
-		}
-		return out, nil
-	case map[any]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			n, err := normalizeYAML(e)
-			if err != nil {
-				return nil, err
-			}
-			out[fmt.Sprint(k)] = n
-		}
-		return out, nil
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			n, err := normalizeYAML(e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = n
-		}
-		return out, nil
-	case time.Time:
-		return v.Format(time.RFC3339Nano), nil
-	case float64:
-		if v != v || v > 1e308 || v < -1e308 {
-			return nil, fmt.Errorf("number %v has no JSON form", v)
-		}
-		return v, nil
-	default:
-		return v, nil
-	}
 }
 
 // decodeStrict decodes one node rejecting unknown keys, which yaml.v3's

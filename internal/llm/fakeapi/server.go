@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/troupe-dev/troupe/internal/llm/fakescript"
 )
 
 // Options tunes a [Server].
@@ -293,30 +295,19 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 // exhausted and whose conditions hold, else the fallback (index -1). With
 // consume it counts the answer; the choice and the count are one atomic step.
 func (s *Server) choose(req *request, n int, agent string, consume bool) (int, *rule, vars) {
-	vs := vars{agent: agent, call: n}
+	vs := vars{Agent: agent, Call: n}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range s.script.rules {
 		rl := &s.script.rules[i]
-		if rl.times > 0 && s.used[i] >= rl.times {
+		groups, ok := rl.Match(agent, req.lastUser, s.used[i])
+		if !ok {
 			continue
-		}
-		if rl.agent != "" && rl.agent != agent {
-			continue
-		}
-		if rl.contains != "" && !strings.Contains(req.lastUser, rl.contains) {
-			continue
-		}
-		var groups []string
-		if rl.re != nil {
-			if groups = rl.re.FindStringSubmatch(req.lastUser); groups == nil {
-				continue
-			}
 		}
 		if consume {
 			s.used[i]++
 		}
-		vs.groups = groups
+		vs.Groups = groups
 		return i, rl, vs
 	}
 	if consume {
@@ -326,10 +317,7 @@ func (s *Server) choose(req *request, n int, agent string, consume bool) (int, *
 }
 
 func (s *Server) agentOf(system string) string {
-	if m := s.script.agentRE.FindStringSubmatch(system); m != nil {
-		return m[1]
-	}
-	return ""
+	return fakescript.AgentOf(s.script.agentRE, system)
 }
 
 func hasKey(h http.Header) bool {

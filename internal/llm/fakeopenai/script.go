@@ -8,11 +8,12 @@ import (
 	"io"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/troupe-dev/troupe/internal/llm/fakescript"
 )
 
 // DefaultAgentPattern finds the agent's name in a system message such as
@@ -70,14 +71,11 @@ type Script struct {
 }
 
 type rule struct {
-	agent    string
-	contains string
-	re       *regexp.Regexp
-	times    int // 0: unlimited
-	latency  time.Duration
-	reply    []part
-	finish   string
-	usage    usageSpec
+	fakescript.Cond
+	latency time.Duration
+	reply   []part
+	finish  string
+	usage   usageSpec
 }
 
 // part is one piece of a reply: text, or a tool call.
@@ -183,7 +181,7 @@ func ParseScript(data []byte) (*Script, error) {
 		if s.fallback, err = buildRule(*fb); err != nil {
 			return nil, fmt.Errorf("fallback: %w", err)
 		}
-		s.fallback.times = 0
+		s.fallback.Times = 0
 	} else {
 		text := "fakeopenai: no rule matched for agent ${agent}"
 		s.fallback = rule{reply: []part{{text: &text}}, finish: "stop"}
@@ -212,12 +210,12 @@ func checkFault(f Fault) error {
 }
 
 func buildRule(rs ruleSpec) (rule, error) {
-	r := rule{agent: rs.Agent, contains: rs.Contains, times: 1, latency: rs.Latency, finish: rs.FinishReason, usage: rs.Usage}
+	r := rule{Cond: fakescript.Cond{Agent: rs.Agent, Contains: rs.Contains, Times: 1}, latency: rs.Latency, finish: rs.FinishReason, usage: rs.Usage}
 	if rs.Times != nil {
 		if *rs.Times < 0 {
 			return r, fmt.Errorf("times must be 0 (unlimited) or more, got %d", *rs.Times)
 		}
-		r.times = *rs.Times
+		r.Times = *rs.Times
 	}
 	if rs.Latency < 0 {
 		return r, fmt.Errorf("latency must not be negative, got %v", rs.Latency)
@@ -227,7 +225,7 @@ func buildRule(rs ruleSpec) (rule, error) {
 		if err != nil {
 			return r, fmt.Errorf("regex: %w", err)
 		}
-		r.re = re
+		r.Re = re
 	}
 	calls := false
 	for j, ps := range rs.Reply {
@@ -241,7 +239,7 @@ func buildRule(rs ruleSpec) (rule, error) {
 			if !toolNameRE.MatchString(tc.Name) {
 				return r, fmt.Errorf("reply part %d: tool_call name %q must match %s", j, tc.Name, toolNameRE)
 			}
-			args, err := jsonable(tc.Arguments)
+			args, err := fakescript.JSONable(tc.Arguments)
 			if err != nil {
 				return r, fmt.Errorf("reply part %d: tool_call arguments: %w", j, err)
 			}
@@ -275,106 +273,5 @@ func buildRule(rs ruleSpec) (rule, error) {
 	return r, nil
 }
 
-// jsonable turns what yaml.v3 decodes into values encoding/json can
-// marshal: maps with non-string keys get string keys, times become text.
-func jsonable(v any) (any, error) {
-	switch v := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			n, err := jsonable(e)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = n
-		}
-		return out, nil
-	case map[any]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			n, err := jsonable(e)
-			if err != nil {
-				return nil, err
-			}
-			out[fmt.Sprint(k)] = n
-		}
-		return out, nil
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			n, err := jsonable(e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = n
-		}
-		return out, nil
-	case time.Time:
-		return v.Format(time.RFC3339Nano), nil
-	case float64:
-		if v != v || v > 1e308 || v < -1e308 {
-			return nil, fmt.Errorf("number %v has no JSON form", v)
-		}
-	}
-	return v, nil
-}
-
-// vars are the values of ${...} substitutions for one call.
-type vars struct {
-	agent  string
-	call   int
-	groups []string // groups[0] is the whole match of the rule's regex
-}
-
-// expand replaces ${agent}, ${call} and ${0}..${9} in s; any other ${...}
-// stays as written, so a shell command in a tool call keeps its variables.
-func (v vars) expand(s string) string {
-	var out strings.Builder
-	for {
-		i := strings.Index(s, "${")
-		if i < 0 {
-			break
-		}
-		end := strings.IndexByte(s[i:], '}')
-		if end < 0 {
-			break
-		}
-		out.WriteString(s[:i])
-		switch name := s[i+2 : i+end]; {
-		case name == "agent":
-			out.WriteString(v.agent)
-		case name == "call":
-			out.WriteString(strconv.Itoa(v.call))
-		case len(name) == 1 && name[0] >= '0' && name[0] <= '9':
-			if g := int(name[0] - '0'); g < len(v.groups) {
-				out.WriteString(v.groups[g])
-			}
-		default:
-			out.WriteString(s[i : i+end+1])
-		}
-		s = s[i+end+1:]
-	}
-	out.WriteString(s)
-	return out.String()
-}
-
-// expandAny expands every string inside a decoded JSON value, into a copy.
-func (v vars) expandAny(x any) any {
-	switch x := x.(type) {
-	case string:
-		return v.expand(x)
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = v.expandAny(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = v.expandAny(e)
-		}
-		return out
-	}
-	return x
-}
+// vars are the substitutions of one call's reply.
+type vars = fakescript.Vars

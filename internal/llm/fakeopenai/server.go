@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/troupe-dev/troupe/internal/llm/fakescript"
 )
 
 // Options tunes a [Server].
@@ -267,30 +269,19 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 // exhausted and whose conditions hold, else the fallback (index -1). With
 // consume it counts the answer, in the same critical section as the choice.
 func (s *Server) choose(req *request, n int, agent string, consume bool) (int, *rule, vars) {
-	vs := vars{agent: agent, call: n}
+	vs := vars{Agent: agent, Call: n}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range s.script.rules {
 		rl := &s.script.rules[i]
-		if rl.times > 0 && s.used[i] >= rl.times {
+		groups, ok := rl.Match(agent, req.latest, s.used[i])
+		if !ok {
 			continue
-		}
-		if rl.agent != "" && rl.agent != agent {
-			continue
-		}
-		if rl.contains != "" && !strings.Contains(req.latest, rl.contains) {
-			continue
-		}
-		var groups []string
-		if rl.re != nil {
-			if groups = rl.re.FindStringSubmatch(req.latest); groups == nil {
-				continue
-			}
 		}
 		if consume {
 			s.used[i]++
 		}
-		vs.groups = groups
+		vs.Groups = groups
 		return i, rl, vs
 	}
 	if consume {
@@ -300,10 +291,7 @@ func (s *Server) choose(req *request, n int, agent string, consume bool) (int, *
 }
 
 func (s *Server) agentOf(system string) string {
-	if m := s.script.agentRE.FindStringSubmatch(system); m != nil {
-		return m[1]
-	}
-	return ""
+	return fakescript.AgentOf(s.script.agentRE, system)
 }
 
 // wait sleeps the latency of the call and reports false, recording 499, if
@@ -468,12 +456,12 @@ func buildReply(r *rule, vs vars, model string, n, requestBytes int) (*reply, er
 	var text strings.Builder
 	for i, p := range r.reply {
 		if p.text != nil {
-			t := vs.expand(*p.text)
+			t := vs.Expand(*p.text)
 			text.WriteString(t)
 			outBytes += len(t)
 			continue
 		}
-		args, err := marshal(vs.expandAny(p.call.Arguments))
+		args, err := marshal(vs.ExpandAny(p.call.Arguments))
 		if err != nil {
 			return nil, fmt.Errorf("tool_call arguments: %w", err)
 		}
