@@ -64,7 +64,7 @@ scripted model.`,
 				return withCode(ExitError, err)
 			}
 			defer e.close()
-			provider, err := a.resumeProvider(e.stateDir, pf, maxRetries)
+			provider, err := a.resumeProvider(e, pf, maxRetries)
 			if err != nil {
 				return err
 			}
@@ -123,8 +123,8 @@ type resumedProvider struct {
 
 // resumeProvider is the bundled scripted model for a demo's state
 // directory, else the configured provider.
-func (a *app) resumeProvider(stateDir string, pf providerFlags, maxRetries int) (*resumedProvider, error) {
-	data, err := os.ReadFile(filepath.Join(stateDir, demoMarker))
+func (a *app) resumeProvider(e *env, pf providerFlags, maxRetries int) (*resumedProvider, error) {
+	data, err := os.ReadFile(filepath.Join(e.stateDir, demoMarker))
 	if err != nil {
 		p, _, err := a.buildProvider(pf, maxRetries)
 		if err != nil {
@@ -141,7 +141,8 @@ func (a *app) resumeProvider(stateDir string, pf providerFlags, maxRetries int) 
 	if err != nil {
 		return nil, withCode(ExitError, err)
 	}
-	fake := fakeapi.New(script, fakeapi.Options{Latency: latency, IDPrefix: fmt.Sprintf("r%d_", time.Now().UnixNano())})
+	fake := fakeapi.New(script, fakeapi.Options{Latency: latency, IDPrefix: fmt.Sprintf("r%d_", time.Now().UnixNano()),
+		Logf: func(format string, args ...any) { e.logger.Info(fmt.Sprintf(format, args...)) }})
 	base, err := fake.Start("127.0.0.1:0")
 	if err != nil {
 		return nil, withCode(ExitError, err)
@@ -152,5 +153,12 @@ func (a *app) resumeProvider(stateDir string, pf providerFlags, maxRetries int) 
 		return nil, withCode(ExitError, err)
 	}
 	return &resumedProvider{p: p, flags: providerFlags{provider: "anthropic", baseURL: base},
-		env: []string{"ANTHROPIC_API_KEY=demo", "ANTHROPIC_BASE_URL=" + base}, close: func() { fake.Close() }}, nil
+		env: []string{"ANTHROPIC_API_KEY=demo", "ANTHROPIC_BASE_URL=" + base}, close: func() {
+			for _, r := range fake.Requests() {
+				if r.Rule < 0 && r.Status == 200 {
+					e.logger.Warn("resumed demo call off script", "call", r.N, "agent", r.Agent, "last_turn", lastTurnText(r.Body))
+				}
+			}
+			fake.Close()
+		}}, nil
 }

@@ -159,7 +159,8 @@ rules:
 		return strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead}")) == "1"
 	})
 	if st := strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead_status}")); st != "0" {
-		t.Errorf("troupe exited with status %s; the screen:\n%s", st, x.screen())
+		sig := strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead_signal}"))
+		t.Errorf("troupe exited with status %q (signal %q); the screen:\n%s", st, sig, x.screen())
 	}
 	// Nothing of the session may outlive it: not troupe, not its process
 	// group, not anything started from the binary.

@@ -157,6 +157,15 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		if evs, err := cfg.Team.Journal().Read(context.Background()); err == nil {
 			m.planPending, m.planApproved = pendingPlan(evs, m.name)
 		}
+		// The lead's inbox is where a request is committed: one sent just
+		// before a crash may be there before the journal says so.
+		if unread, err := cfg.Team.Mailbox().Peek(context.Background(), store.LeadName); err == nil {
+			for _, u := range unread {
+				if u.Type == store.TypePlanApprovalRequest && u.From == m.name {
+					m.planPending = u.RequestID
+				}
+			}
+		}
 	}
 	return m, nil
 }

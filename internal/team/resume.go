@@ -53,7 +53,22 @@ func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 	if err != nil {
 		return res, err
 	}
+	// Requests still unread in the lead's inbox come again with it; only
+	// those the lead had read but not answered are put to it anew.
 	pending := pendingRequests(evs)
+	if unread, err := t.Mailbox().Peek(ctx, store.LeadName); err == nil {
+		inInbox := map[string]bool{}
+		for _, u := range unread {
+			inInbox[u.RequestID] = true
+		}
+		kept := pending[:0]
+		for _, p := range pending {
+			if !inInbox[p.RequestID] {
+				kept = append(kept, p)
+			}
+		}
+		pending = kept
+	}
 	s.mu.Lock()
 	for _, p := range pending {
 		s.requests[p.RequestID] = p
