@@ -92,7 +92,7 @@ order they are merged.`,
 				if m == "" {
 					m = "*"
 				}
-				c := oneLineCmd(h.Command, 60)
+				c := oneLine(h.Command, 60)
 				if !h.Runs {
 					c += " (not run)"
 				}
@@ -175,12 +175,4 @@ func rel(ws, path string) string {
 		return r
 	}
 	return path
-}
-
-func oneLineCmd(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		s = string(r[:n-3]) + "..."
-	}
-	return s
 }

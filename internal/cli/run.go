@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
+	"github.com/troupe-dev/troupe/internal/text"
 )
 
 // runFlags are the flags of a headless run (`troupe -p`).
@@ -263,10 +264,5 @@ func (o *runOutput) teamEvent(e store.Event) {
 	}
 }
 
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
-}
+// oneLine folds s onto one line, cut to n characters.
+var oneLine = text.OneLine

@@ -15,7 +15,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/troupe-dev/troupe/internal/text"
 )
 
 // MaxFileSize is the largest SKILL.md that is read. A skill body goes into
@@ -210,7 +211,7 @@ func (s *Set) Prompt() string {
 	b.WriteString("<available-skills>\n")
 	b.WriteString("Skills are instructions for particular kinds of work. When a task matches a skill's description, load it with the Skill tool before you start, then follow it.\n")
 	for _, n := range s.names {
-		fmt.Fprintf(&b, "- %s: %s\n", n, oneLine(s.byName[n].Description, maxPromptDescription))
+		fmt.Fprintf(&b, "- %s: %s\n", n, text.OneLine(s.byName[n].Description, maxPromptDescription))
 	}
 	b.WriteString("</available-skills>")
 	return b.String()
@@ -242,17 +243,6 @@ func (s *Set) Load(name string) (string, error) {
 	}
 	b.WriteString("</skill>")
 	return b.String(), nil
-}
-
-// oneLine folds all white space of s into single spaces and cuts it to at
-// most max runes, marking a cut with an ellipsis.
-func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= max {
-		return s
-	}
-	r := []rune(s)
-	return strings.TrimRight(string(r[:max-1]), " ") + "…"
 }
 
 var attrEscaper = strings.NewReplacer(`&`, "&amp;", `"`, "&quot;", `<`, "&lt;", `>`, "&gt;", "\n", " ")

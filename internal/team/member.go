@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/text"
 	"github.com/troupe-dev/troupe/internal/todo"
 	"github.com/troupe-dev/troupe/internal/tool"
 )
@@ -261,7 +261,7 @@ func (m *Member) Run(ctx context.Context) (err error) {
 			m.send(ctx, store.Message{Type: store.TypeMessage, To: store.LeadName,
 				Content: fmt.Sprintf("My turn failed and I stopped working: %v", runErr), Summary: "turn failed"})
 		} else if res != nil && res.Text != "" {
-			summary = oneLine(res.Text, 100)
+			summary = text.OneLine(res.Text, 100)
 		}
 		m.mu.Lock()
 		if m.planPending != "" {
@@ -339,7 +339,7 @@ func sentFields(m store.Message) map[string]any {
 		f["feedback"] = m.Feedback
 	}
 	if m.Content != "" {
-		f["content"] = oneLine(m.Content, 200)
+		f["content"] = text.OneLine(m.Content, 200)
 	}
 	return f
 }
@@ -742,7 +742,7 @@ func (m *Member) askPermission(ctx context.Context, c agent.Call, why string) ag
 	m.setStatus(ctx, StatusWaiting, "permission for "+c.Name)
 	defer m.setStatus(ctx, store.StatusWorking, "")
 	m.send(ctx, store.Message{Type: store.TypePermissionRequest, To: store.LeadName, RequestID: reqID, ToolName: c.Name, ToolInput: c.Input,
-		Content: fmt.Sprintf("%s asks to run %s %s (%s)", m.name, c.Name, oneLine(string(c.Input), 300), why), Summary: "permission for " + c.Name})
+		Content: fmt.Sprintf("%s asks to run %s %s (%s)", m.name, c.Name, text.OneLine(string(c.Input), 300), why), Summary: "permission for " + c.Name})
 	m.journal(ctx, "protocol", map[string]any{"kind": "permission_request", "request_id": reqID, "member": m.name, "tool": c.Name})
 	wait := m.cfg.PermissionTimeout
 	if wait <= 0 {
@@ -769,12 +769,4 @@ func (m *Member) askPermission(ctx context.Context, c agent.Call, why string) ag
 			}
 		}
 	}
-}
-
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
 }

@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
+	"github.com/troupe-dev/troupe/internal/text"
 )
 
 // entryKind is the kind of a line of the conversation.
@@ -154,7 +154,7 @@ func (s *state) agentEvent(ev agent.Event, now time.Time) {
 		if ev.Agent == store.LeadName {
 			s.activity, s.actSince = "thinking", now
 			if ev.Result != nil && ev.Result.IsError {
-				s.add(entry{kind: entryToolErr, text: ev.Call.Name + ": " + oneLine(ev.Result.Content, 300)})
+				s.add(entry{kind: entryToolErr, text: ev.Call.Name + ": " + text.OneLine(ev.Result.Content, 300)})
 			}
 		}
 	case agent.EventText:
@@ -436,18 +436,10 @@ func toolArg(input json.RawMessage) string {
 			if k == "taskId" {
 				s = "#" + s
 			}
-			return oneLine(s, 120)
+			return text.OneLine(s, 120)
 		}
 	}
 	return ""
-}
-
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }
 
 func contains(xs []string, x string) bool {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
+
+	"github.com/troupe-dev/troupe/internal/text"
 )
 
 var (
@@ -178,7 +180,7 @@ func (m *Model) bottom() []string {
 	}
 	if len(m.requests) > 0 {
 		r := m.requests[0]
-		title := fmt.Sprintf(" ⚑ %s %s ", r.From, oneLine(requestText(r), w))
+		title := fmt.Sprintf(" ⚑ %s %s ", r.From, text.OneLine(requestText(r), w))
 		lines := []string{sWarn.Render(fit(title, w))}
 		if m.feedback {
 			return append(lines, m.inputLines()...)
@@ -267,7 +269,7 @@ func (m *Model) sideLines(h int) []string {
 		}
 		glyph, word, style := statusLook(mem.status)
 		nameW := sw - 3 - ansi.StringWidth(word) - 1
-		head := " " + style.Render(glyph) + " " + fit(sBold.Render(oneLine(mem.name, nameW)), nameW) + " " + style.Render(word)
+		head := " " + style.Render(glyph) + " " + fit(sBold.Render(text.OneLine(mem.name, nameW)), nameW) + " " + style.Render(word)
 		detail := mem.role
 		if t := m.currentTask(name); t != nil {
 			detail = "#" + t.ID + " " + t.Subject
@@ -277,7 +279,7 @@ func (m *Model) sideLines(h int) []string {
 		}
 		tok := tokens(mem.tokens)
 		dw := sw - 4 - ansi.StringWidth(tok)
-		lines = append(lines, head, "   "+fit(sDim.Render(oneLine(detail, dw)), dw)+" "+sDim.Render(tok))
+		lines = append(lines, head, "   "+fit(sDim.Render(text.OneLine(detail, dw)), dw)+" "+sDim.Render(tok))
 	}
 	return lines
 }
@@ -325,7 +327,7 @@ func (m *Model) chatLines() []string {
 		case entryLead:
 			out = append(out, m.md.render(e, w)...)
 		case entryTool:
-			out = append(out, sDim.Render("  ⚙ "+oneLine(e.text, w-4)))
+			out = append(out, sDim.Render("  ⚙ "+text.OneLine(e.text, w-4)))
 		case entryToolErr:
 			out = append(out, prefixed(sErr.Render("  ✗ "), "    ", wrap(e.text, w-4), sErr)...)
 		case entryFromTeam:
@@ -384,7 +386,7 @@ func (m *Model) tasksLines() []string {
 			}
 		}
 		left := fmt.Sprintf(" %s #%s %s", style.Render(glyph), t.ID, t.Subject)
-		out = append(out, fit(left, w-rightW-1)+" "+sDim.Render(fit(oneLine(right, rightW), rightW)))
+		out = append(out, fit(left, w-rightW-1)+" "+sDim.Render(fit(text.OneLine(right, rightW), rightW)))
 	}
 	out = append(out, "", sDim.Render(" ○ pending  ◌ blocked  ● in progress  ✓ done"))
 	return out
@@ -406,7 +408,7 @@ func (m *Model) teamLines() []string {
 		if name == store.LeadName {
 			role = "lead"
 		}
-		line := fmt.Sprintf(" %s %s %s %s %s", fit(name, 12), fit(oneLine(role, 10), 10), style.Render(fit(word, 9)), fit(task, 4), tokens(mem.tokens)+" tok")
+		line := fmt.Sprintf(" %s %s %s %s %s", fit(name, 12), fit(text.OneLine(role, 10), 10), style.Render(fit(word, 9)), fit(task, 4), tokens(mem.tokens)+" tok")
 		out = append(out, fit(line, w))
 	}
 	out = append(out, "", sBold.Render(" TIMELINE"))
@@ -432,7 +434,7 @@ func (m *Model) inboxLines() []string {
 		if msg.Type != store.TypeMessage {
 			head += " [" + msg.Type + "]"
 		}
-		out = append(out, "", sAccent.Render(oneLine(head, w)))
+		out = append(out, "", sAccent.Render(text.OneLine(head, w)))
 		out = append(out, prefixed("   ", "   ", wrap(msg.Content, w-3), lipgloss.NewStyle())...)
 	}
 	return out

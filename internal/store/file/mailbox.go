@@ -478,7 +478,8 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			// Look once more before giving up: what arrived just before
+			// the end is already waiting, and is returned.
 		case <-s.done:
 			return nil, store.ErrClosed
 		case <-wake:
