@@ -119,6 +119,7 @@ type Session struct {
 	team         store.Team
 	members      map[string]*handle
 	requests     map[string]store.Message // protocol requests addressed to the lead, by request_id
+	awaiting     map[string]string        // shutdown requests the lead sent and has no answer to: request_id -> member
 	stats        Stats
 	ackTeam      store.Team // the lead's inbox messages handed to its conversation,
 	ackID        string     // acked once the conversation has recorded them
@@ -244,7 +245,7 @@ func NewSession(cfg Config) (*Session, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Session{cfg: cfg, members: map[string]*handle{}, requests: map[string]store.Message{}, jobs: tool.NewJobs(), reaped: map[string]bool{}}
+	s := &Session{cfg: cfg, members: map[string]*handle{}, requests: map[string]store.Message{}, awaiting: map[string]string{}, jobs: tool.NewJobs(), reaped: map[string]bool{}}
 	who := hook.Who{Agent: store.LeadName, Mode: func() string { return string(s.leadMode()) }}
 	b := &binding{self: store.LeadName, lead: true, sess: s, rules: cfg.Rules, who: who}
 	var ask func(context.Context, agent.Call, permission.Verdict) agent.Decision
@@ -528,6 +529,10 @@ func (s *Session) fetchLead(ctx context.Context, t store.Team) ([]store.Message,
 			continue // already in the restored conversation
 		}
 		switch m.Type {
+		case store.TypeShutdownResponse:
+			s.mu.Lock()
+			delete(s.awaiting, m.RequestID)
+			s.mu.Unlock()
 		case store.TypePlanApprovalRequest, store.TypePermissionRequest:
 			s.mu.Lock()
 			s.requests[m.RequestID] = m
@@ -682,6 +687,19 @@ func (s *Session) state(ctx context.Context, t store.Team) (teamState, error) {
 		if m.Status != store.StatusIdle {
 			return teamState{}, nil
 		}
+	}
+	// A shutdown the lead asked for is not over until its answer is in:
+	// the member says shutdown in the roster just before it answers.
+	s.mu.Lock()
+	for id, name := range s.awaiting {
+		if m, ok := r.Member(name); !ok || Dead(*m, now) {
+			delete(s.awaiting, id) // no answer will come
+		}
+	}
+	waiting := len(s.awaiting) > 0
+	s.mu.Unlock()
+	if waiting {
+		return teamState{}, nil
 	}
 	// An idle member with mail waiting is about to wake.
 	for _, m := range live {

@@ -232,6 +232,7 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 	}
 	s.mu.Lock()
 	s.team = nil
+	clear(s.awaiting)
 	s.mu.Unlock()
 	return fmt.Sprintf("Team %s deleted; %d teammates shut down.%s", t.Name(), len(live), kept), nil
 }
@@ -438,6 +439,9 @@ func (b *binding) sendMessage(ctx context.Context, a sendMessageArgs) (string, e
 	}
 	switch typ {
 	case store.TypeShutdownRequest:
+		b.sess.mu.Lock()
+		b.sess.awaiting[sent.RequestID] = sent.To
+		b.sess.mu.Unlock()
 		return fmt.Sprintf("Shutdown request %s sent to %s; its answer will reach you as a shutdown_response.", sent.RequestID, sent.To), nil
 	case store.TypePlanApprovalRequest:
 		b.member.mu.Lock()
