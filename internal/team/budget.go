@@ -23,11 +23,10 @@ type budgets struct {
 	workspace string
 	prices    usage.Prices
 
-	mu      sync.Mutex
-	off     int64
-	spent   map[string]usage.Tokens
-	total   usage.Tokens
-	enabled bool
+	mu    sync.Mutex
+	off   int64
+	spent map[string]usage.Tokens
+	total usage.Tokens
 }
 
 func newBudgets(t store.Team, workspace string) *budgets {

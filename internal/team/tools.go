@@ -40,21 +40,6 @@ func (b *binding) journal(ctx context.Context, t store.Team, typ string, fields 
 	b.sess.journal(ctx, t, typ, fields)
 }
 
-// leadTools are the lead's column of DESIGN §4's table (besides the
-// builtins, the job tools and the Task tool, which the session adds).
-func leadTools(b *binding) []tool.Tool {
-	return []tool.Tool{
-		teamCreateTool{b}, teamDeleteTool{b}, sendMessageTool{b},
-		taskCreateTool{b}, taskUpdateTool{b}, taskListTool{b}, taskGetTool{b},
-	}
-}
-
-// teammateTools are a teammate's column: never Task, TeamCreate, TeamDelete
-// or TaskGet.
-func teammateTools(b *binding) []tool.Tool {
-	return []tool.Tool{sendMessageTool{b}, taskCreateTool{b}, taskUpdateTool{b}, taskListTool{b}}
-}
-
 // --- TeamCreate ---
 
 type teamCreateArgs struct {

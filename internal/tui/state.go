@@ -43,7 +43,6 @@ type member struct {
 	name     string
 	role     string
 	status   string // working, idle, waiting, shutdown, dead, starting
-	task     string // id of the task in progress
 	activity string // the tool running now
 	tokens   int64
 }
