@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 )
 
@@ -22,6 +24,20 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	// SIGUSR1 writes every goroutine's stack to a file in the temp
+	// directory: what a stuck troupe is waiting for.
+	dump := make(chan os.Signal, 1)
+	signal.Notify(dump, syscall.SIGUSR1)
+	defer signal.Stop(dump)
+	go func() {
+		for range dump {
+			path := filepath.Join(os.TempDir(), fmt.Sprintf("troupe-%d-goroutines.txt", os.Getpid()))
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.Lookup("goroutine").WriteTo(f, 2)
+				f.Close()
+			}
+		}
+	}()
 	go func() {
 		if _, ok := <-sigs; !ok {
 			return

@@ -160,7 +160,20 @@ rules:
 	})
 	if st := strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead_status}")); st != "0" {
 		sig := strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead_signal}"))
-		t.Errorf("troupe exited with status %q (signal %q); the screen:\n%s", st, sig, x.screen())
+		// If troupe still runs, ask it where it is stuck (SIGUSR1 dumps its
+		// goroutines to a file).
+		dumpPath := filepath.Join(os.TempDir(), fmt.Sprintf("troupe-%d-goroutines.txt", pid))
+		if syscall.Kill(pid, syscall.SIGUSR1) == nil {
+			for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if st, err := os.Stat(dumpPath); err == nil && st.Size() > 0 {
+					break
+				}
+			}
+			dumpOut, _ := os.ReadFile(dumpPath)
+			t.Logf("goroutines of troupe:\n%s", dumpOut)
+		}
+		ps, _ := exec.Command("ps", "-eo", "pid,pgid,stat,cmd").Output()
+		t.Errorf("troupe exited with status %q (signal %q); processes:\n%s\nthe screen:\n%s", st, sig, ps, x.screen())
 	}
 	// Nothing of the session may outlive it: not troupe, not its process
 	// group, not anything started from the binary.
