@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -60,14 +58,10 @@ type Server struct {
 	faults    map[int]Fault
 	recs      []Recorded
 	unmatched int
-	closed    bool
 	onArrive  func(n int)    // test seam: called when call n is counted
 	onRecord  func(Recorded) // test seam: called when a call is finished
-	srv       *http.Server
-	url       string
-	serveDone chan struct{}
 
-	handlers sync.WaitGroup
+	serving fakescript.Serving
 }
 
 // New returns a server that answers by script s.
@@ -90,57 +84,16 @@ func New(s *Script, opt Options) *Server {
 // Start listens on addr (such as "127.0.0.1:0") and serves in a goroutine
 // that [Server.Close] stops. It returns the base URL, http://host:port.
 func (s *Server) Start(addr string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return "", errors.New("fakeapi: start: server is closed")
-	}
-	if s.srv != nil {
-		return "", errors.New("fakeapi: start: already started")
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", fmt.Errorf("fakeapi: start: %w", err)
-	}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	s.url = "http://" + ln.Addr().String()
-	s.serveDone = make(chan struct{})
-	go func() {
-		defer close(s.serveDone)
-		_ = s.srv.Serve(ln) // returns http.ErrServerClosed after Close
-	}()
-	return s.url, nil
+	return s.serving.Start("fakeapi", s, addr, "")
 }
 
 // URL returns the base URL given by Start, or "" before it.
-func (s *Server) URL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.url
-}
+func (s *Server) URL() string { return s.serving.URL() }
 
 // Close stops serving, breaks open connections, cancels latency waits and
 // waits for every goroutine of the server to end. Later requests given to
 // ServeHTTP get 503.
-func (s *Server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	srv, done := s.srv, s.serveDone
-	s.mu.Unlock()
-
-	s.cancel()
-	var err error
-	if srv != nil {
-		err = srv.Close()
-		<-done
-	}
-	s.handlers.Wait()
-	return err
-}
+func (s *Server) Close() error { return s.serving.Close(s.cancel) }
 
 // Requests returns every POST /v1/messages so far, in call order.
 func (s *Server) Requests() []Recorded {
@@ -172,15 +125,11 @@ func (s *Server) InjectFault(call int, f Fault) {
 
 // ServeHTTP answers POST /v1/messages; any other request gets 404.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.serving.Enter() {
 		writeError(w, http.StatusServiceUnavailable, "api_error", "fakeapi: server is closed", "req_fake_closed", nil)
 		return
 	}
-	s.handlers.Add(1)
-	s.mu.Unlock()
-	defer s.handlers.Done()
+	defer s.serving.Leave()
 
 	if r.Method != http.MethodPost || strings.TrimSuffix(r.URL.Path, "/") != "/v1/messages" {
 		s.mu.Lock()

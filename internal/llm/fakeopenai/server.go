@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -59,11 +57,7 @@ type Server struct {
 	used      []int
 	recs      []Recorded
 	unmatched int
-	closed    bool
-	srv       *http.Server
-	url       string
-	serveDone chan struct{}
-	handlers  sync.WaitGroup
+	serving   fakescript.Serving
 }
 
 // New returns a server that answers by script s.
@@ -76,55 +70,15 @@ func New(s *Script, opt Options) *Server {
 // that [Server.Close] stops. It returns the base URL an OpenAI client takes,
 // http://host:port/v1.
 func (s *Server) Start(addr string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return "", errors.New("fakeopenai: start: server is closed")
-	}
-	if s.srv != nil {
-		return "", errors.New("fakeopenai: start: already started")
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", fmt.Errorf("fakeopenai: start: %w", err)
-	}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	s.url = "http://" + ln.Addr().String() + "/v1"
-	s.serveDone = make(chan struct{})
-	go func() {
-		defer close(s.serveDone)
-		_ = s.srv.Serve(ln) // http.ErrServerClosed after Close
-	}()
-	return s.url, nil
+	return s.serving.Start("fakeopenai", s, addr, "/v1")
 }
 
 // URL returns the base URL given by Start (ending in /v1), or "" before it.
-func (s *Server) URL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.url
-}
+func (s *Server) URL() string { return s.serving.URL() }
 
 // Close stops serving, breaks open connections, cancels latency waits and
 // waits for every goroutine of the server to end.
-func (s *Server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	srv, done := s.srv, s.serveDone
-	s.mu.Unlock()
-	s.cancel()
-	var err error
-	if srv != nil {
-		err = srv.Close()
-		<-done
-	}
-	s.handlers.Wait()
-	return err
-}
+func (s *Server) Close() error { return s.serving.Close(s.cancel) }
 
 // Requests returns every chat completion call so far, in call order.
 func (s *Server) Requests() []Recorded {
@@ -142,15 +96,11 @@ func (s *Server) Unmatched() int {
 
 // ServeHTTP answers POST /v1/chat/completions; anything else gets 404.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.serving.Enter() {
 		writeError(w, http.StatusServiceUnavailable, "server_error", nil, "fakeopenai: server is closed", nil)
 		return
 	}
-	s.handlers.Add(1)
-	s.mu.Unlock()
-	defer s.handlers.Done()
+	defer s.serving.Leave()
 	if r.Method != http.MethodPost || strings.TrimSuffix(r.URL.Path, "/") != "/v1/chat/completions" {
 		code := "unknown_url"
 		writeError(w, http.StatusNotFound, "invalid_request_error", &code, fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path), nil)
