@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/llm/cassette"
+	"github.com/troupe-dev/troupe/internal/pace"
 )
 
 // Exit codes, documented in README.md.
@@ -50,9 +52,13 @@ type app struct {
 	record string   // --record: the cassette to write
 
 	// args is the command line (for --record's header); providerOverride
-	// replaces every model provider (troupe replay).
+	// replaces every model provider and pacerOverride paces the team
+	// (troupe replay).
 	args             []string
 	providerOverride llm.Provider
+	pacerOverride    *pace.Pacer
+	// recorder is the cassette --record writes, once the run has opened it.
+	recorder *cassette.Recorder
 }
 
 // Workspace returns the absolute workspace directory.

@@ -80,6 +80,9 @@ and the team deleted. Runs in a temporary workspace unless --workspace is given.
 }
 
 func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
+	if err := a.canRecord(mode); err != nil {
+		return err
+	}
 	dir := a.workspace
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "troupe-demo-")
@@ -131,6 +134,9 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
 	cfg, err := a.sessionConfig(e, provider, "", 0, &flags, providerFlags{provider: "anthropic", baseURL: base})
 	if err != nil {
 		return withCode(ExitError, err)
+	}
+	if cfg.Pacer, err = a.teamPacer(mode); err != nil {
+		return err
 	}
 	cfg.Observe = tl.agentEvent
 	cfg.OnEvent = func(ev store.Event) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/llm/cassette"
 	"github.com/troupe-dev/troupe/internal/llm/openai"
+	"github.com/troupe-dev/troupe/internal/pace"
+	"github.com/troupe-dev/troupe/internal/team"
 )
 
 // providerFlags choose the model endpoint.
@@ -112,6 +115,7 @@ func (a *app) recording(p llm.Provider, path, workspace string) (llm.Provider, f
 		CreatedAt: time.Now().UTC(), Provider: p.Name(), Args: replayArgs(a.args),
 		Meta: map[string]string{"workspace": workspace},
 	})
+	a.recorder = rec
 	return rec, func() error {
 		werr := rec.Err()
 		if err := f.Close(); werr == nil {
@@ -122,6 +126,37 @@ func (a *app) recording(p llm.Provider, path, workspace string) (llm.Provider, f
 		}
 		return nil
 	}, nil
+}
+
+// teamPacer is the pacer of a headless team run: the recorded schedule when
+// replaying, a new recording of one with --record, else none. Pacing is what
+// makes a team's run replay exactly; teammate processes cannot share the
+// lead's turn, so they cannot be recorded.
+func (a *app) teamPacer(mode string) (*pace.Pacer, error) {
+	if a.pacerOverride != nil {
+		if mode == team.ModeProcess {
+			return nil, withCode(ExitUsage, errors.New("this recording was made with in-process teammates; replay it without --teammate-mode process"))
+		}
+		return a.pacerOverride, nil
+	}
+	rec := a.recorder
+	if rec == nil {
+		return nil, nil
+	}
+	if err := a.canRecord(mode); err != nil {
+		return nil, err
+	}
+	return pace.NewRecorder(pace.Options{Record: func(s pace.Step) {
+		rec.Step(cassette.Step{Agent: s.Agent, Kind: s.Kind, N: s.N})
+	}}), nil
+}
+
+// canRecord refuses --record with teammate processes, before anything runs.
+func (a *app) canRecord(mode string) error {
+	if a.record != "" && mode == team.ModeProcess {
+		return withCode(ExitUsage, errors.New("--record needs in-process teammates: teammate processes make model calls the lead's process cannot record"))
+	}
+	return nil
 }
 
 // replayArgs is the command line without --record and --workspace (the
@@ -182,7 +217,18 @@ differs, and the replay exits 1.`,
 				}
 			}
 			rp := cassette.NewReplayer(c)
-			sub := &app{ctx: a.ctx, stdin: a.stdin, stdout: a.stdout, stderr: a.stderr, providerOverride: rp}
+			ctx, cancel := context.WithCancel(a.ctx)
+			defer cancel()
+			rp.OnDivergence(func(error) { cancel() })
+			sub := &app{ctx: ctx, stdin: a.stdin, stdout: a.stdout, stderr: a.stderr, providerOverride: rp}
+			if len(c.Steps) > 0 {
+				steps := make([]pace.Step, len(c.Steps))
+				for i, s := range c.Steps {
+					steps[i] = pace.Step{Agent: s.Agent, Kind: s.Kind, N: s.N}
+				}
+				sub.pacerOverride = pace.NewReplayer(steps, pace.Options{OnDiverge: func(error) { cancel() }})
+				defer sub.pacerOverride.Close()
+			}
 			root := sub.rootCmd()
 			runArgs := append(append([]string(nil), c.Header.Args...), "--workspace", dir)
 			sub.args = runArgs
@@ -191,9 +237,12 @@ differs, and the replay exits 1.`,
 			root.SetOut(a.stdout)
 			root.SetErr(a.stderr)
 			fmt.Fprintf(a.stderr, "troupe: replaying %q in %s\n", strings.Join(c.Header.Args, " "), dir)
-			runErr := root.ExecuteContext(a.ctx)
+			runErr := root.ExecuteContext(ctx)
 			if d := rp.Divergence(); d != nil {
 				return withCode(ExitError, d)
+			}
+			if err := sub.pacerOverride.Err(); err != nil {
+				return withCode(ExitError, err)
 			}
 			if unused := rp.Unused(); len(unused) > 0 {
 				return withCode(ExitError, fmt.Errorf("the replay made fewer model calls than the recording: %v left unused", unused))

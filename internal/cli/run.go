@@ -61,6 +61,9 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 	default:
 		return withCode(ExitUsage, fmt.Errorf("--output-format must be text, json or stream-json, not %q", f.outputFormat))
 	}
+	if err := a.canRecord(f.team.teammateMode); err != nil {
+		return err
+	}
 	dir, err := a.Workspace()
 	if err != nil {
 		return withCode(ExitUsage, err)
@@ -85,6 +88,9 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 	cfg, err := a.sessionConfig(e, provider, f.model, f.maxTurns, &f.team, f.provider)
 	if err != nil {
 		return withCode(ExitError, err)
+	}
+	if cfg.Pacer, err = a.teamPacer(cfg.TeammateMode); err != nil {
+		return err
 	}
 	var sess *team.Session
 	tl := newTally()

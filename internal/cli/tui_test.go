@@ -155,8 +155,13 @@ rules:
 	x.waitFor("idle") // alice answered and went idle
 
 	x.typeLine("/quit")
+	// tmux marks the pane dead when its terminal closes, and knows the exit
+	// status only once it has reaped the process, which on a loaded machine
+	// comes a moment later: wait for both.
 	x.until("troupe to exit", func() bool {
-		return strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead}")) == "1"
+		return strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead}")) == "1" &&
+			(strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead_status}")) != "" ||
+				strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead_signal}")) != "")
 	})
 	if st := strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead_status}")); st != "0" {
 		sig := strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead_signal}"))

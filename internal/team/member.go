@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/hook"
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/pace"
 	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/text"
@@ -37,7 +38,9 @@ type MemberConfig struct {
 	// Sections are added to the system prompt (project memory, …).
 	Sections []string
 	// Rules are the settings' permission rules, hooks, guard and patterns.
-	Rules   *Rules
+	Rules *Rules
+	// Pacer shares the turn with the rest of a recorded or replayed team.
+	Pacer   *pace.Pacer
 	Observe func(agent.Event)
 	OnEvent func(store.Event)
 	Logger  *slog.Logger
@@ -120,7 +123,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	ag, err := agent.New(agent.Config{
 		Name:     m.name,
 		Team:     r.Name,
-		Provider: cfg.Provider,
+		Provider: cfg.Pacer.Provider(cfg.Provider, me.Name),
 		Model:    model,
 		System: agent.Prompt{
 			Identity:     id,
@@ -201,6 +204,8 @@ func (m *Member) setStatus(ctx context.Context, status, why string) {
 // Run is the member's life: work on what woke it, go idle, wait for the
 // next event, until it is shut down or ctx ends.
 func (m *Member) Run(ctx context.Context) (err error) {
+	m.cfg.Pacer.Enter(ctx, m.name)
+	defer m.cfg.Pacer.Leave(m.name)
 	defer m.jobs.StopAll()
 	defer func() {
 		m.mu.Lock()
@@ -521,12 +526,21 @@ func (m *Member) idle(ctx context.Context) ([]llm.Block, string, error) {
 				timeout = t.C
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return nil, "", ctx.Err()
-		case <-inboxCh:
-		case <-boardCh:
-		case <-timeout:
+		woke, err := m.cfg.Pacer.Wait(ctx, m.name, func(ctx context.Context) int {
+			select {
+			case <-ctx.Done():
+				return -1
+			case <-inboxCh:
+			case <-boardCh:
+			case <-timeout:
+				return wokeTimeout
+			}
+			return 0
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		if woke == wokeTimeout {
 			m.journal(ctx, "idle_timeout", map[string]any{"member": m.name, "after": m.cfg.IdleTimeout.String()})
 			m.markShutdown(ctx, "idle timeout")
 			m.send(ctx, store.Message{Type: store.TypeMessage, To: store.LeadName,
@@ -535,6 +549,9 @@ func (m *Member) idle(ctx context.Context) ([]llm.Block, string, error) {
 		}
 	}
 }
+
+// wokeTimeout is the wake of an idle member whose idle timeout ran out.
+const wokeTimeout = 1
 
 // nextWork decides what an idle member does next. Messages come first; a
 // shutdown request is approved at once when the member holds no unfinished
@@ -750,6 +767,13 @@ func (m *Member) askPermission(ctx context.Context, c agent.Call, why string) ag
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	// The answer is applied by fetch, which puts it on ch; the wait is on
+	// the inbox, so that a replay can give the turn back at the recorded
+	// moment and fetch then finds the answer where it was.
+	const (
+		wokeInbox = iota
+		wokeNoAnswer
+	)
 	for {
 		select {
 		case ok := <-ch:
@@ -758,15 +782,27 @@ func (m *Member) askPermission(ctx context.Context, c agent.Call, why string) ag
 				return agent.Decision{Allow: true}
 			}
 			return agent.Decision{Reason: "the lead denied permission"}
-		case <-ctx.Done():
+		default:
+		}
+		woke, err := m.cfg.Pacer.Wait(ctx, m.name, func(ctx context.Context) int {
+			select {
+			case <-ctx.Done():
+				return -1
+			case <-timer.C:
+				return wokeNoAnswer
+			case <-inboxCh:
+				return wokeInbox
+			}
+		})
+		switch {
+		case err != nil:
 			return agent.Decision{Reason: "stopped while waiting for permission"}
-		case <-timer.C:
+		case woke == wokeNoAnswer:
 			m.journal(ctx, "permission", map[string]any{"request_id": reqID, "member": m.name, "tool": c.Name, "approve": false, "why": "no answer"})
 			return agent.Decision{Reason: fmt.Sprintf("no answer to the permission request within %s", wait)}
-		case <-inboxCh:
-			if err := m.fetch(ctx); err != nil {
-				return agent.Decision{Reason: "permission request failed: " + err.Error()}
-			}
+		}
+		if err := m.fetch(ctx); err != nil {
+			return agent.Decision{Reason: "permission request failed: " + err.Error()}
 		}
 	}
 }

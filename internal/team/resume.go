@@ -114,6 +114,8 @@ func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 // loop runs the lead on input and then on whatever wakes it, until the lead
 // has finished and the team is done.
 func (s *Session) loop(ctx context.Context, res *Result, input []llm.Block, idleOnly bool) (*Result, error) {
+	s.cfg.Pacer.Enter(ctx, store.LeadName)
+	defer s.cfg.Pacer.Leave(store.LeadName)
 	for {
 		r, err := s.runLead(ctx, input, idleOnly)
 		if r != nil && r.Text != "" {

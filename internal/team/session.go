@@ -25,6 +25,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/compact"
 	"github.com/troupe-dev/troupe/internal/hook"
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/pace"
 	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/skill"
 	"github.com/troupe-dev/troupe/internal/store"
@@ -97,7 +98,11 @@ type Config struct {
 	// human is attached); nil refuses them.
 	AskHuman func(ctx context.Context, call agent.Call, reason string) agent.Decision
 	// Rules are the settings' permission rules, hooks, guard and patterns.
-	Rules  *Rules
+	Rules *Rules
+	// Pacer, when set, shares one turn between the lead and its in-process
+	// teammates so a run can be recorded and replayed exactly (see package
+	// pace); nil runs them freely.
+	Pacer  *pace.Pacer
 	Logger *slog.Logger
 }
 
@@ -233,6 +238,9 @@ func NewSession(cfg Config) (*Session, error) {
 	if cfg.TeammateMode == ModeProcess && len(cfg.AgentCommand) == 0 {
 		return nil, errors.New("team: process mode needs an agent command")
 	}
+	if cfg.TeammateMode == ModeProcess && cfg.Pacer != nil {
+		return nil, errors.New("team: a paced (recorded or replayed) run needs in-process teammates")
+	}
 	if cfg.PermissionMode == "" {
 		cfg.PermissionMode = PermBypass
 	}
@@ -276,7 +284,7 @@ func NewSession(cfg Config) (*Session, error) {
 	compactor, onCompact := compaction(s.Team, store.LeadName, cfg.Logger)
 	lead, err := agent.New(agent.Config{
 		Name:     store.LeadName,
-		Provider: cfg.Provider,
+		Provider: cfg.Pacer.Provider(cfg.Provider, store.LeadName),
 		Model:    cfg.Model,
 		System: agent.Prompt{
 			Identity:     id,
@@ -498,12 +506,17 @@ func (s *Session) waitLead(ctx context.Context, lastIdleOnly bool) (input []llm.
 		case st.stuck && lastIdleOnly:
 			return nil, false, true, fmt.Errorf("%w: every teammate is idle and %s", ErrStalled, st.why)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, false, false, ctx.Err()
-		case <-inboxCh:
-		case <-boardCh:
-		case <-alive.C:
+		if _, err := s.cfg.Pacer.Wait(ctx, store.LeadName, func(ctx context.Context) int {
+			select {
+			case <-ctx.Done():
+				return -1
+			case <-inboxCh:
+			case <-boardCh:
+			case <-alive.C:
+			}
+			return 0
+		}); err != nil {
+			return nil, false, false, err
 		}
 	}
 }
@@ -957,7 +970,7 @@ func (s *Session) start(t store.Team, name string) error {
 		return nil
 	}
 	m, err := NewMember(MemberConfig{
-		Team: t, Name: name, Provider: s.cfg.Provider, Workspace: s.cfg.Workspace,
+		Team: t, Name: name, Provider: s.cfg.Provider, Pacer: s.cfg.Pacer, Workspace: s.cfg.Workspace,
 		DefaultModel: s.cfg.TeammateModel, IdleTimeout: s.cfg.IdleTimeout, MaxTurns: s.cfg.MaxTurns,
 		Sections: s.cfg.Sections, Rules: s.cfg.Rules, Observe: s.cfg.Observe, OnEvent: s.cfg.OnEvent, Logger: s.cfg.Logger,
 	})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -166,16 +167,17 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	forced := false
+	const wokeTimeout = 1
+	forced, timedOut := false, false
 	for {
-		left, err := s.notShutdown(wctx, t)
+		left, err := s.notShutdown(ctx, t)
 		if err != nil {
 			return "", err
 		}
 		if len(left) == 0 {
 			break
 		}
-		if wctx.Err() != nil {
+		if timedOut {
 			if !force {
 				return "", fmt.Errorf("teammates did not shut down within %s: %s", s.cfg.ShutdownWait, strings.Join(left, ", "))
 			}
@@ -183,20 +185,32 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 			s.stopMembers(left)
 			break
 		}
-		select {
-		case <-wctx.Done():
-		case <-ch:
-		case <-inbox:
-		case <-s.anyDone():
+		woke, err := s.cfg.Pacer.Wait(ctx, store.LeadName, func(context.Context) int {
+			select {
+			case <-ctx.Done():
+				return -1
+			case <-wctx.Done():
+				return wokeTimeout
+			case <-ch:
+			case <-inbox:
+			case <-s.anyDone():
+			}
+			return 0
+		})
+		if err != nil {
+			return "", err
 		}
+		timedOut = woke == wokeTimeout
 	}
 	s.mu.Lock()
 	hs := s.members
 	s.members = map[string]*handle{}
 	s.mu.Unlock()
-	for _, h := range hs {
-		<-h.done
-	}
+	s.cfg.Pacer.Block(ctx, store.LeadName, func(context.Context) {
+		for _, h := range hs {
+			<-h.done
+		}
+	})
 	s.stopFollowing()
 	if final, err := t.ReadRoster(ctx); err == nil {
 		s.cfg.Rules.recordHistory(final)
@@ -208,7 +222,10 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		kept = fmt.Sprintf(" Its journal and transcripts are kept in %s.", dst)
+		// The archive's name carries the time; the model is told where
+		// archives live, not which one, so that what it reads is the same
+		// in a replay.
+		kept = fmt.Sprintf(" Its journal and transcripts are kept in %s (troupe usage %s still reads them).", filepath.Dir(dst), t.Name())
 		s.mu.Lock()
 		s.archived, s.archivedTeam = dst, t.Name()
 		s.mu.Unlock()

@@ -5,7 +5,10 @@
 // A cassette is JSON Lines: a [Header], then one [Entry] per completed call
 // of any agent, written whole under a lock as each call ends. Replay serves
 // each agent its own calls in its own order, so how the agents' calls
-// interleaved does not matter.
+// interleaved does not matter. A paced run (package pace) adds its schedule
+// as {"step": …} lines, in the order the agents took their turns; replay
+// gives them to the pacer so the agents take their turns in that order
+// again.
 //
 // A cassette never holds credentials: llm.Request carries none, and the
 // recorder sees nothing else. It must never depend on agents, tools or teams.
@@ -72,11 +75,22 @@ type Entry struct {
 	ErrorKind string `json:"error_kind,omitempty"`
 }
 
+// Step is one line of a paced run's schedule: an agent took the turn (see
+// package pace, whose Step it mirrors).
+type Step struct {
+	Agent string `json:"agent"`
+	Kind  string `json:"kind"`
+	N     int    `json:"n,omitempty"`
+}
+
 // Cassette is a loaded recording.
 type Cassette struct {
 	Header Header
 	// Entries are in file order (the order calls ended).
 	Entries []Entry
+	// Steps are the schedule of a paced run, in order; empty for a run
+	// that was not paced.
+	Steps   []Step
 	byAgent map[string][]*Entry // each agent's entries in seq order
 }
 
@@ -166,6 +180,16 @@ func (c *Cassette) parseLine(n int, line []byte, header, last bool) error {
 			return fmt.Errorf("read cassette: line %d: version %d, this troupe reads version %d", n, h.Version, Version)
 		}
 		c.Header = h
+		return nil
+	}
+	var step struct {
+		Step *Step `json:"step"`
+	}
+	if json.Unmarshal(line, &step) == nil && step.Step != nil {
+		if step.Step.Agent == "" || step.Step.Kind == "" {
+			return fmt.Errorf("read cassette: line %d: step without agent or kind", n)
+		}
+		c.Steps = append(c.Steps, *step.Step)
 		return nil
 	}
 	var e Entry

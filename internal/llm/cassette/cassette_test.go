@@ -366,6 +366,53 @@ func TestAbandonedCallRecorded(t *testing.T) {
 	}
 }
 
+// TestStepsKeptInOrder: a paced run's schedule goes to the cassette between
+// the calls, and comes back in the order it was written.
+func TestStepsKeptInOrder(t *testing.T) {
+	var buf bytes.Buffer
+	rec := cassette.NewRecorder(fixed{}, &buf, cassette.Header{})
+	steps := []cassette.Step{{Agent: "team-lead", Kind: "start"}, {Agent: "alice", Kind: "start"}, {Agent: "team-lead", Kind: "call", N: 1}, {Agent: "alice", Kind: "wake", N: 2}}
+	req := &llm.Request{Agent: "team-lead", Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("x")}}}}
+	for i, s := range steps {
+		rec.Step(s)
+		if i == 1 {
+			if _, err := llm.Collect(rec.Stream(context.Background(), req), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c := load(t, buf.Bytes())
+	if diff := cmp.Diff(steps, c.Steps); diff != "" {
+		t.Fatalf("steps (-want +got):\n%s", diff)
+	}
+	if len(c.Entries) != 1 {
+		t.Fatalf("entries = %d, want 1", len(c.Entries))
+	}
+}
+
+// TestDivergenceNotified: the replayer tells at once, once, so a team run
+// stops at its first divergence instead of running on.
+func TestDivergenceNotified(t *testing.T) {
+	var buf bytes.Buffer
+	rec := cassette.NewRecorder(fixed{}, &buf, cassette.Header{})
+	req := &llm.Request{Agent: "a", Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("x")}}}}
+	if _, err := llm.Collect(rec.Stream(context.Background(), req), nil); err != nil {
+		t.Fatal(err)
+	}
+	rp := cassette.NewReplayer(load(t, buf.Bytes()))
+	var told []error
+	rp.OnDivergence(func(err error) { told = append(told, err) })
+	changed := &llm.Request{Agent: "a", Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("y")}}}}
+	for range 2 {
+		if _, err := llm.Collect(rp.Stream(context.Background(), changed), nil); err == nil {
+			t.Fatal("a changed request was answered")
+		}
+	}
+	if len(told) != 1 || !strings.Contains(told[0].Error(), `agent "a" call 1`) {
+		t.Fatalf("told %v, want the first divergence once", told)
+	}
+}
+
 func TestReplayCancelled(t *testing.T) {
 	_, data := record(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -391,6 +438,7 @@ func TestLoadErrors(t *testing.T) {
 		{header + strings.Replace(entry, `"seq":1`, `"seq":2`, 1), `agent "a": call 1 missing`},
 		{header + strings.Replace(entry, `"seq":1`, `"seq":0`, 1), "line 2: seq must be 1"},
 		{header + `{"agent":"a","seq":1,"request":{}}` + "\n", "line 2: entry has neither"},
+		{header + `{"step":{"agent":"a"}}` + "\n", "line 2: step without agent or kind"},
 	} {
 		_, err := cassette.Load(strings.NewReader(tc.data))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

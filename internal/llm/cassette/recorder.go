@@ -97,6 +97,14 @@ func (r *Recorder) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.E
 	}
 }
 
+// Step writes one step of a paced run's schedule. Steps keep the order of
+// the calls to Step.
+func (r *Recorder) Step(s Step) {
+	r.writeLine(struct {
+		Step Step `json:"step"`
+	}{s})
+}
+
 func kindOf(err error) string {
 	for _, k := range errorKinds {
 		if errors.Is(err, k.err) {

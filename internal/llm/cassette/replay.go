@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"sort"
@@ -18,9 +19,18 @@ import (
 type Replayer struct {
 	c *Cassette
 
-	mu   sync.Mutex
-	next map[string]int // agent -> calls served
-	div  *Divergence
+	mu        sync.Mutex
+	next      map[string]int // agent -> calls served
+	div       *Divergence
+	onDiverge func(error)
+}
+
+// OnDivergence sets a function called once, with the first divergence, as
+// soon as it is found (a replay stops there rather than run on).
+func (r *Replayer) OnDivergence(f func(error)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onDiverge = f
 }
 
 var _ llm.Provider = (*Replayer)(nil)
@@ -70,6 +80,15 @@ func (r *Replayer) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.E
 		}
 		e, err := r.take(req)
 		if err != nil {
+			if errors.As(err, new(*Divergence)) {
+				r.mu.Lock()
+				f := r.onDiverge
+				r.onDiverge = nil
+				r.mu.Unlock()
+				if f != nil {
+					f(err)
+				}
+			}
 			yield(llm.Event{}, err)
 			return
 		}
