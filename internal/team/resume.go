@@ -90,6 +90,7 @@ func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 		}
 		restarted = append(restarted, m.Name)
 	}
+	s.markStarted(ctx, t, restarted)
 	s.journal(ctx, t, "resume", map[string]any{"restarted": restarted, "running_elsewhere": elsewhere, "pending_requests": len(pending)})
 
 	// The lead speaks first when it was cut off mid-turn or has requests to
@@ -109,6 +110,40 @@ func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 		}
 	}
 	return s.loop(ctx, res, input, false)
+}
+
+// markStarted gives members that were just started again a fresh heartbeat
+// and their new pid. Until a member's runtime says so itself, its entry is
+// the stale one of its previous life, and a lead that looked then would
+// count it dead and its tasks lost (and stop the team as stalled).
+func (s *Session) markStarted(ctx context.Context, t store.Team, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	now := time.Now().UTC()
+	_, err := t.UpdateRoster(context.WithoutCancel(ctx), func(r *store.Roster) error {
+		for _, n := range names {
+			m, ok := r.Member(n)
+			if !ok || m.Status == store.StatusShutdown {
+				continue
+			}
+			m.HeartbeatAt, m.PID = now, os.Getpid()
+			s.mu.Lock()
+			h := s.members[n]
+			s.mu.Unlock()
+			if h != nil {
+				h.mu.Lock()
+				if h.cmd != nil && h.cmd.Process != nil {
+					m.PID = h.cmd.Process.Pid
+				}
+				h.mu.Unlock()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.cfg.Logger.Warn("roster update", "err", err)
+	}
 }
 
 // loop runs the lead on input and then on whatever wakes it, until the lead
