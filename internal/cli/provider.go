@@ -182,11 +182,13 @@ func (a *app) replayCmd() *cobra.Command {
 		Use:   "replay FILE",
 		Short: "Re-run a recorded run against its cassette, with no network, and report the first difference",
 		Long: `Re-runs the command recorded in FILE (made with --record) in a fresh
-workspace, answering every model call from the cassette instead of a model.
-Each agent's calls are answered in that agent's recorded order; the first
-request that differs from the recording (because the code, the prompts or the
-tools changed) is reported with the agent, the call and the first field that
-differs, and the replay exits 1.`,
+workspace (or --workspace DIR), answering every model call from the cassette
+instead of a model. Each agent's calls are answered in that agent's recorded
+order, and the agents of a team take their turns in the recorded order, so
+every agent meets the inbox, the task board and the files it met when the run
+was recorded. The first request that differs from the recording (because the
+code, the prompts, the tools or the workspace changed) is reported with the
+agent, the call and the first field that differs, and the replay exits 1.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := os.ReadFile(args[0])
@@ -228,6 +230,8 @@ differs, and the replay exits 1.`,
 				}
 				sub.pacerOverride = pace.NewReplayer(steps, pace.Options{OnDiverge: func(error) { cancel() }})
 				defer sub.pacerOverride.Close()
+			} else if len(c.Agents()) > 1 {
+				fmt.Fprintf(a.stderr, "troupe: %s keeps no order of turns (recorded in the terminal UI, or by an older troupe): its agents run freely, so the replay may diverge on timing alone\n", args[0])
 			}
 			root := sub.rootCmd()
 			runArgs := append(append([]string(nil), c.Header.Args...), "--workspace", dir)
@@ -251,8 +255,12 @@ differs, and the replay exits 1.`,
 				return runErr
 			}
 			u := c.Usage()
-			fmt.Fprintf(a.stderr, "troupe: replay matched the recording (%d calls; %d input, %d output, %d cache-read tokens)\n",
-				len(c.Entries), u.InputTokens, u.OutputTokens, u.CacheReadTokens)
+			turns := ""
+			if n := len(c.Steps); n > 0 {
+				turns = fmt.Sprintf(", %d turns in the recorded order", n-sub.pacerOverride.Remaining())
+			}
+			fmt.Fprintf(a.stderr, "troupe: replay matched the recording (%d calls%s; %d input, %d output, %d cache-read tokens)\n",
+				len(c.Entries), turns, u.InputTokens, u.OutputTokens, u.CacheReadTokens)
 			return nil
 		},
 	}

@@ -1,6 +1,8 @@
 package team
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"html"
 	"sort"
@@ -90,5 +92,15 @@ func taskText(t store.Task, how string) string {
 		b.WriteString(d)
 	}
 	b.WriteString("\n\nWhen it is done, mark it completed with TaskUpdate.</task>")
+	return b.String()
+}
+
+// compactJSON is a tool input as one compact line: the same text whatever
+// spacing the model's stream used, so a replayed run shows the same.
+func compactJSON(raw []byte) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
 	return b.String()
 }

@@ -759,7 +759,7 @@ func (m *Member) askPermission(ctx context.Context, c agent.Call, why string) ag
 	m.setStatus(ctx, StatusWaiting, "permission for "+c.Name)
 	defer m.setStatus(ctx, store.StatusWorking, "")
 	m.send(ctx, store.Message{Type: store.TypePermissionRequest, To: store.LeadName, RequestID: reqID, ToolName: c.Name, ToolInput: c.Input,
-		Content: fmt.Sprintf("%s asks to run %s %s (%s)", m.name, c.Name, text.OneLine(string(c.Input), 300), why), Summary: "permission for " + c.Name})
+		Content: fmt.Sprintf("%s asks to run %s %s (%s)", m.name, c.Name, text.OneLine(compactJSON(c.Input), 300), why), Summary: "permission for " + c.Name})
 	m.journal(ctx, "protocol", map[string]any{"kind": "permission_request", "request_id": reqID, "member": m.name, "tool": c.Name})
 	wait := m.cfg.PermissionTimeout
 	if wait <= 0 {

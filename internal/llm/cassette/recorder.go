@@ -131,7 +131,7 @@ func (r *Recorder) writeEntry(e Entry, reqJSON json.RawMessage) {
 }
 
 func (r *Recorder) writeLine(v any) {
-	data, err := json.Marshal(v)
+	data, err := marshal(v)
 	if err != nil {
 		r.fail(err)
 		return
