@@ -206,6 +206,7 @@ func (m *Member) setStatus(ctx context.Context, status, why string) {
 func (m *Member) Run(ctx context.Context) (err error) {
 	m.cfg.Pacer.Enter(ctx, m.name)
 	defer m.cfg.Pacer.Leave(m.name)
+	m.jobs.SetPacing(jobPacing(ctx, m.cfg.Pacer, m.name))
 	defer m.jobs.StopAll()
 	defer func() {
 		m.mu.Lock()

@@ -15,8 +15,10 @@ import (
 )
 
 // pacedScript: two teammates race for three tasks; ann must ask the lead's
-// permission for each command, and both message each other. Who claims what,
-// and what arrives together in whose inbox, depends on timing.
+// permission for each command, and both message each other and start a
+// background command. Who claims what, what arrives together in whose inbox,
+// and at which tool boundary a background command is announced as finished,
+// depend on timing.
 const pacedScript = `
 rules:
   - agent: team-lead
@@ -39,7 +41,8 @@ rules:
   - regex: 'task #([0-9]): (one|two|three)'
     times: 0
     reply:
-      - tool_use: {name: bash, input: {command: "echo ${agent} > ${2}.txt"}}
+      - tool_use: {name: bash, input: {command: "sleep 0.01; echo ${agent} > ${2}.bg", run_in_background: true, description: "background ${2}"}}
+      - tool_use: {name: bash, input: {command: "echo ${agent} > ${2}.txt; sleep 0.01"}}
       - tool_use: {name: SendMessage, input: {type: broadcast, content: "${agent} did task ${1}", summary: "did ${1}"}}
       - tool_use: {name: TaskUpdate, input: {taskId: "${1}", status: completed}}
   - times: 0
@@ -60,6 +63,9 @@ func TestPacedRunReplaysExactly(t *testing.T) {
 		}})
 	})
 	rec.run("Share the work.")
+	if !bytes.Contains(buf.Bytes(), []byte(`background-job id=\"bg_`)) {
+		t.Fatal("no background command was announced in the recorded run")
+	}
 	want := outcome(t, rec)
 	if len(want) != 6 {
 		t.Fatalf("recorded run: %v; want 3 completed tasks and 3 files", want)

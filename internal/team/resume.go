@@ -151,6 +151,7 @@ func (s *Session) markStarted(ctx context.Context, t store.Team, names []string)
 func (s *Session) loop(ctx context.Context, res *Result, input []llm.Block, idleOnly bool) (*Result, error) {
 	s.cfg.Pacer.Enter(ctx, store.LeadName)
 	defer s.cfg.Pacer.Leave(store.LeadName)
+	s.jobs.SetPacing(jobPacing(ctx, s.cfg.Pacer, store.LeadName))
 	for {
 		r, err := s.runLead(ctx, input, idleOnly)
 		if r != nil && r.Text != "" {

@@ -821,6 +821,25 @@ func (s *Session) running() []string {
 	return out
 }
 
+// jobPacing orders the ends of an agent's background jobs with the turns of
+// a paced run: a job that ends takes a turn of its own (as "agent/bg_N") to
+// say so, and the agent gives its turn up while it waits for its jobs. Once
+// ctx ends, jobs end unpaced.
+func jobPacing(ctx context.Context, p *pace.Pacer, agent string) tool.JobPacing {
+	if p == nil {
+		return tool.JobPacing{}
+	}
+	return tool.JobPacing{
+		Settle: func(id string, apply func()) {
+			name := agent + "/" + id
+			p.Enter(ctx, name)
+			defer p.Leave(name)
+			apply()
+		},
+		Block: func(f func()) { p.Block(ctx, agent, func(context.Context) { f() }) },
+	}
+}
+
 // jobAnnouncer tells an agent, at its next tool boundary, which of its
 // background jobs finished since.
 func jobAnnouncer(jobs *tool.Jobs) agent.Boundary {

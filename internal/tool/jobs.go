@@ -61,7 +61,38 @@ type Jobs struct {
 	next    int
 	jobs    map[string]*job
 	pending []string // finished, not yet taken nor read
+	pacing  JobPacing
 	wg      sync.WaitGroup
+}
+
+// JobPacing lets a run that orders its agents' turns (package pace) order
+// the ends of their jobs too, so that when a job is seen to end does not
+// depend on timing. Both hooks are optional.
+type JobPacing struct {
+	// Settle applies the end of job id (apply) when the run allows it.
+	Settle func(id string, apply func())
+	// Block runs f, a wait for jobs to end, letting the run go on
+	// meanwhile (a job that has to settle must not wait for its waiter).
+	Block func(f func())
+}
+
+// SetPacing sets the hooks that order this agent's jobs with the run.
+func (j *Jobs) SetPacing(p JobPacing) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.pacing = p
+}
+
+// block runs f through the Block hook, if any.
+func (j *Jobs) block(f func()) {
+	j.mu.Lock()
+	b := j.pacing.Block
+	j.mu.Unlock()
+	if b == nil {
+		f()
+		return
+	}
+	b(f)
 }
 
 type job struct {
@@ -107,7 +138,14 @@ func (j *Jobs) Start(kind, description string, run func(ctx context.Context, out
 		defer close(jb.done)
 		defer cancel()
 		err := runJob(ctx, jb.out, run)
-		j.finish(jb, err)
+		j.mu.Lock()
+		settle := j.pacing.Settle
+		j.mu.Unlock()
+		if settle == nil {
+			j.finish(jb, err)
+			return
+		}
+		settle(jb.id, func() { j.finish(jb, err) })
 	}()
 	return jb.id
 }
@@ -159,10 +197,14 @@ func (j *Jobs) Output(ctx context.Context, id string, block bool, timeout time.D
 	if block {
 		t := time.NewTimer(timeout)
 		defer t.Stop()
-		select {
-		case <-jb.done:
-		case <-t.C:
-		case <-ctx.Done():
+		j.block(func() {
+			select {
+			case <-jb.done:
+			case <-t.C:
+			case <-ctx.Done():
+			}
+		})
+		if ctx.Err() != nil {
 			return JobStatus{}, ctx.Err()
 		}
 	}
@@ -202,7 +244,7 @@ func (j *Jobs) Stop(id string) error {
 		return j.unknown(id)
 	}
 	jb.cancel()
-	<-jb.done
+	j.block(func() { <-jb.done })
 	return nil
 }
 
@@ -216,7 +258,7 @@ func (j *Jobs) StopAll() {
 		jb.cancel()
 	}
 	j.mu.Unlock()
-	j.wg.Wait()
+	j.block(j.wg.Wait)
 }
 
 // TakeFinished returns the jobs that ended since the last call, in the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,5 +168,47 @@ func TestJobIDs(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"bg_1", "bg_2", "bg_3"}, ids); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestJobsPacing: a job's end is applied only when the Settle hook says
+// so, and every wait for jobs goes through the Block hook.
+func TestJobsPacing(t *testing.T) {
+	j := NewJobs()
+	release := make(chan struct{})
+	var settled []string
+	var blocks atomic.Int32
+	j.SetPacing(JobPacing{
+		Settle: func(id string, apply func()) {
+			<-release
+			settled = append(settled, id)
+			apply()
+		},
+		Block: func(f func()) { blocks.Add(1); f() },
+	})
+	ran := make(chan struct{})
+	id := j.Start("shell", "quick", func(ctx context.Context, out io.Writer) error {
+		close(ran)
+		return nil
+	})
+	<-ran
+	st, err := j.Output(context.Background(), id, false, 0)
+	if err != nil || st.State != JobRunning {
+		t.Fatalf("before it settles the job must still run: %+v, %v", st, err)
+	}
+	if got := j.TakeFinished(); len(got) != 0 {
+		t.Fatalf("announced before it settled: %v", got)
+	}
+	close(release)
+	st, err = j.Output(context.Background(), id, true, time.Minute)
+	if err != nil || st.State != JobCompleted || len(settled) != 1 || settled[0] != id {
+		t.Fatalf("after it settled: %+v, %v, settled %v", st, err, settled)
+	}
+	if err := j.Stop(id); err != nil {
+		t.Fatal(err)
+	}
+	j.StopAll()
+	if n := blocks.Load(); n != 3 {
+		t.Fatalf("%d waits went through Block, want 3 (Output with block, Stop, StopAll)", n)
 	}
 }
