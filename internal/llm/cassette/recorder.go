@@ -131,7 +131,7 @@ func (r *Recorder) writeEntry(e Entry, reqJSON json.RawMessage) {
 }
 
 func (r *Recorder) writeLine(v any) {
-	data, err := marshal(v)
+	data, err := llm.Marshal(v)
 	if err != nil {
 		r.fail(err)
 		return

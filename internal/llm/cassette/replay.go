@@ -163,24 +163,11 @@ func kindError(name string) error {
 	return nil
 }
 
-// marshal is json.Marshal without HTML escaping: a tool input the model
-// sent as {"command":"a > b"} is replayed with the same bytes, not as
-// "a \u003e b", which would differ wherever the raw input is shown.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
 // copyResponse deep-copies a recorded response so a caller that changes
 // what it got cannot change the cassette.
 func copyResponse(r *Response) *llm.Response {
 	var m llm.Message
-	data, _ := marshal(r.Message)
+	data, _ := llm.Marshal(r.Message)
 	_ = json.Unmarshal(data, &m)
 	return &llm.Response{ID: r.ID, Model: r.Model, Message: m, StopReason: r.StopReason, Usage: r.Usage}
 }
@@ -271,11 +258,9 @@ func firstDiff(path string, a, b any) (string, string, string, bool) {
 
 // show is v as JSON, with <, > and & left as they are for the reader.
 func show(v any) string {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	data, err := llm.Marshal(v)
+	if err != nil {
 		return fmt.Sprint(v)
 	}
-	return string(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	return string(data)
 }

@@ -1,7 +1,6 @@
 package fakeapi
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/llm/fakescript"
 )
 
@@ -56,12 +56,12 @@ type (
 func (b wireBlock) MarshalJSON() ([]byte, error) {
 	switch b.Type {
 	case "text":
-		return marshal(struct {
+		return llm.Marshal(struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		}{b.Type, b.Text})
 	case "thinking":
-		return marshal(struct {
+		return llm.Marshal(struct {
 			Type      string `json:"type"`
 			Thinking  string `json:"thinking"`
 			Signature string `json:"signature"`
@@ -71,7 +71,7 @@ func (b wireBlock) MarshalJSON() ([]byte, error) {
 		if len(input) == 0 {
 			input = json.RawMessage(`{}`)
 		}
-		return marshal(struct {
+		return llm.Marshal(struct {
 			Type  string          `json:"type"`
 			ID    string          `json:"id"`
 			Name  string          `json:"name"`
@@ -79,17 +79,6 @@ func (b wireBlock) MarshalJSON() ([]byte, error) {
 		}{b.Type, b.ID, b.Name, input})
 	}
 	return nil, fmt.Errorf("fakeapi: unknown block type %q", b.Type)
-}
-
-// marshal encodes v as the API does: <, > and & stay literal.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // vars are the values of ${...} substitutions for one call.
@@ -117,7 +106,7 @@ func buildMessage(r *rule, vs vars, model, idPrefix string, n, requestBytes int)
 			wb = wireBlock{Type: "thinking", Thinking: vs.Expand(*b.thinking), Signature: signature(n, i)}
 			outBytes += len(wb.Thinking)
 		case b.toolUse != nil:
-			input, err := marshal(vs.ExpandAny(b.toolUse.Input))
+			input, err := llm.Marshal(vs.ExpandAny(b.toolUse.Input))
 			if err != nil {
 				return msg, fmt.Errorf("tool_use input: %w", err)
 			}
@@ -160,7 +149,7 @@ func (s *sse) event(typ string, data any) {
 	if s.err != nil {
 		return
 	}
-	b, err := marshal(data)
+	b, err := llm.Marshal(data)
 	if err != nil {
 		s.err = err
 		return

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/llm/fakescript"
 )
 
@@ -223,7 +224,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		s.stream(w, c, msg, cut)
 		return
 	}
-	data, err := marshal(msg)
+	data, err := llm.Marshal(msg)
 	if err != nil {
 		s.fail(w, c, http.StatusInternalServerError, "api_error", "fakeapi: "+err.Error())
 		return
@@ -313,7 +314,7 @@ func writeError(w http.ResponseWriter, status int, typ, msg, id string, hdr map[
 	e.Error.Type = typ
 	e.Error.Message = msg
 	e.RequestID = id
-	data, _ := marshal(e)
+	data, _ := llm.Marshal(e)
 	h := w.Header()
 	for k, v := range hdr {
 		h.Set(k, v)

@@ -1,7 +1,6 @@
 package fakeopenai
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/llm/fakescript"
 )
 
@@ -197,7 +197,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	data, _ := marshal(rep.completion())
+	data, _ := llm.Marshal(rep.completion())
 	if cut {
 		conn, buf, err := http.NewResponseController(w).Hijack()
 		if err != nil {
@@ -311,7 +311,7 @@ type wireError struct {
 func writeError(w http.ResponseWriter, status int, typ string, code *string, msg string, hdr map[string]string) {
 	var e wireError
 	e.Error.Message, e.Error.Type, e.Error.Code = msg, typ, code
-	data, _ := marshal(e)
+	data, _ := llm.Marshal(e)
 	h := w.Header()
 	for k, v := range hdr {
 		h.Set(k, v)
@@ -411,7 +411,7 @@ func buildReply(r *rule, vs vars, model string, n, requestBytes int) (*reply, er
 			outBytes += len(t)
 			continue
 		}
-		args, err := marshal(vs.ExpandAny(p.call.Arguments))
+		args, err := llm.Marshal(vs.ExpandAny(p.call.Arguments))
 		if err != nil {
 			return nil, fmt.Errorf("tool_call arguments: %w", err)
 		}
@@ -461,7 +461,7 @@ func streamReply(w io.Writer, flush func(), rep *reply, includeUsage, cut bool) 
 		if failed {
 			return
 		}
-		data, _ := marshal(wireCompletion{ID: rep.id, Object: "chat.completion.chunk", Created: rep.created, Model: rep.model, Choices: choices, Usage: usage})
+		data, _ := llm.Marshal(wireCompletion{ID: rep.id, Object: "chat.completion.chunk", Created: rep.created, Model: rep.model, Choices: choices, Usage: usage})
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", data); err != nil {
 			failed = true
 			return
@@ -544,15 +544,4 @@ func splitArgs(s string) []string {
 		s = s[cut:]
 	}
 	return append(out, s)
-}
-
-// marshal encodes v as the API does: <, > and & stay literal.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
