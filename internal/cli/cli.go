@@ -125,5 +125,13 @@ func (a *app) rootCmd() *cobra.Command {
 	bench.AddCommand(a.benchTurnCmd(), a.benchStoreCmd(), a.benchTeamCmd())
 	root.AddCommand(bench, a.fakeAPICmd(), a.demoCmd(), a.agentCmd(), a.toolsCmd(), a.hooksCmd(), a.patternsCmd(), a.replayCmd(), a.usageCmd(), a.budgetCmd(), a.resumeCmd())
 	root.AddCommand(a.storeCmds()...)
+	// --record means something only where troupe talks to a model from a
+	// fresh start: a run (-p or the UI) and the demo.
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if a.record != "" && cmd != root && cmd.Name() != "demo" {
+			return withCode(ExitUsage, fmt.Errorf("--record works with a run (troupe -p, or the terminal UI) and with troupe demo, not with troupe %s", cmd.Name()))
+		}
+		return nil
+	}
 	return root
 }
