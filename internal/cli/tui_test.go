@@ -156,12 +156,22 @@ rules:
 
 	x.typeLine("/quit")
 	// tmux marks the pane dead when its terminal closes, and knows the exit
-	// status only once it has reaped the process, which on a loaded machine
-	// comes a moment later: wait for both.
+	// status only once it has reaped the process. tmux built with
+	// libutempter can miss the SIGCHLD that says so (tmux/tmux#311) and leave
+	// troupe a zombie: a dead pane with no status gets tmux a SIGCHLD again.
+	serverPID, _ := strconv.Atoi(strings.TrimSpace(x.run("display-message", "-p", "#{pid}")))
 	x.until("troupe to exit", func() bool {
-		return strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead}")) == "1" &&
-			(strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead_status}")) != "" ||
-				strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead_signal}")) != "")
+		if strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead}")) != "1" {
+			return false
+		}
+		if strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead_status}")) != "" ||
+			strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead_signal}")) != "" {
+			return true
+		}
+		if serverPID > 0 {
+			_ = syscall.Kill(serverPID, syscall.SIGCHLD)
+		}
+		return false
 	})
 	if st := strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead_status}")); st != "0" {
 		sig := strings.TrimSpace(x.run("display-message", "-p", "-t", "e2e", "#{pane_dead_signal}"))
