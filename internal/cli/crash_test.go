@@ -73,7 +73,14 @@ func TestKillAndResume(t *testing.T) {
 			switch tc.victim {
 			case "teammate":
 				victim := []string{"analyst", "backend", "frontend"}[rng.IntN(3)]
-				pid := rosterPID(t, ws, victim)
+				// A teammate spawned a moment ago may not have written its
+				// pid yet.
+				pid := 0
+				for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+					if pid = rosterPID(t, ws, victim); pid > 0 {
+						break
+					}
+				}
 				t.Logf("killing %s (pid %d)", victim, pid)
 				if pid > 0 && pid != demo.Process.Pid {
 					_ = syscall.Kill(pid, syscall.SIGKILL)
