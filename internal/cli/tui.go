@@ -78,12 +78,14 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 	cfg.Observe = observeWithTeam(func() *team.Session { return sess }, func(ev agent.Event) { q.push(tui.AgentMsg(ev)) })
 	cfg.OnEvent = func(ev store.Event) { q.push(tui.TeamMsg(ev)) }
 	cfg.HumanRequests = func(m store.Message) bool { q.push(tui.RequestMsg(m)); return true }
+	asker := newLeadAsker(func(m store.Message) { q.push(tui.RequestMsg(m)) })
+	cfg.AskHuman = asker.ask
 	sess, err = team.NewSession(cfg)
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
 	it := team.NewInteractive(sess, func(u team.Update) { q.push(tui.UpdateMsg(u)) })
-	model := tui.New(tui.Options{Controller: &sessionCtl{it: it, sess: sess}})
+	model := tui.New(tui.Options{Controller: &sessionCtl{it: it, sess: sess, lead: asker}})
 	err = a.play(model, in, out, q, func(ctx context.Context) { _ = it.Run(ctx) })
 	closeErr := sess.Close()
 	if err == nil {
@@ -134,6 +136,7 @@ func quietLogs(w io.Writer) func() {
 type sessionCtl struct {
 	it   *team.Interactive
 	sess *team.Session
+	lead *leadAsker // the lead's own questions; nil when nobody asks
 }
 
 func (c *sessionCtl) Submit(text string)   { c.it.Submit(text) }
@@ -145,6 +148,9 @@ func (c *sessionCtl) Send(ctx context.Context, to, text string) error {
 }
 
 func (c *sessionCtl) Answer(ctx context.Context, id string, approve bool, feedback string) error {
+	if c.lead != nil && c.lead.answer(id, approve) {
+		return nil
+	}
 	return c.it.Answer(ctx, id, approve, feedback)
 }
 

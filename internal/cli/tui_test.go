@@ -59,8 +59,9 @@ func (x *tmux) typeLine(text string) {
 
 // TestTUIEndToEnd drives the real binary in tmux against the fake API: a
 // goal starts a team, the teammate shows up in the side panel, its
-// permission request is answered in place, an @message reaches it, and
-// /quit leaves no process behind.
+// permission request is answered in place, an @message reaches it, the
+// lead's own permission question is answered the same way, and /quit leaves
+// no process behind.
 func TestTUIEndToEnd(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed (CI installs it: apt-get install -y tmux)")
@@ -76,6 +77,10 @@ rules:
       - text: "Setting up **a team** for the check."
       - tool_use: {name: TeamCreate, input: {team_name: e2e}}
       - tool_use: {name: Task, input: {team_name: e2e, name: alice, role: tester, description: tester, permission_mode: default, prompt: "Run the check."}}
+  - agent: team-lead
+    contains: "Check the tree yourself"
+    reply:
+      - tool_use: {name: bash, input: {command: "touch lead-checked"}}
   - agent: team-lead
     times: 0
     reply: [{text: "Noted."}]
@@ -111,7 +116,8 @@ rules:
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
-	command := fmt.Sprintf("exec env ANTHROPIC_API_KEY=x ANTHROPIC_BASE_URL=%s %s --workspace %s", srv.URL(), bin, ws)
+	// acceptEdits: the lead's own bash commands are put to the human.
+	command := fmt.Sprintf("exec env ANTHROPIC_API_KEY=x ANTHROPIC_BASE_URL=%s %s --workspace %s --permission-mode acceptEdits", srv.URL(), bin, ws)
 	x.run("new-session", "-d", "-s", "e2e", "-x", "120", "-y", "40", command)
 	x.run("set-option", "-t", "e2e", "remain-on-exit", "on")
 	var err error
@@ -153,6 +159,19 @@ rules:
 		return false
 	})
 	x.waitFor("idle") // alice answered and went idle
+
+	// The lead's own question, answered the same way.
+	x.typeLine("Check the tree yourself.")
+	x.waitFor("⚑ team-lead asks to run bash: touch lead-checked")
+	if _, err := os.Stat(filepath.Join(ws, "lead-checked")); err == nil {
+		t.Fatal("the lead's bash ran before the human answered")
+	}
+	x.keys("y")
+	x.waitFor("You allowed team-lead: bash.")
+	x.until("the lead's approved command to run", func() bool {
+		_, err := os.Stat(filepath.Join(ws, "lead-checked"))
+		return err == nil
+	})
 
 	x.typeLine("/quit")
 	// tmux marks the pane dead when its terminal closes, and knows the exit
