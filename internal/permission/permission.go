@@ -392,6 +392,16 @@ func (p *Policy) Check(mode Mode, call agent.Call) Verdict {
 	return Verdict{Effect: Allow, Mode: mode, Reason: fmt.Sprintf("permission mode %s allows %s", mode, call.Name)}
 }
 
+// DeniesPath reports whether a deny rule forbids tool the workspace-relative
+// path rel: what a search over a folder must leave out.
+func (p *Policy) DeniesPath(tool, rel string) bool {
+	if p == nil {
+		return false
+	}
+	_, ok := p.match(p.deny, tool, subject{path: path.Clean(rel)}, false)
+	return ok
+}
+
 func from(src string) string {
 	if src == "" {
 		return ""

@@ -231,3 +231,30 @@ func FuzzParseRule(f *testing.F) {
 		_ = p.Check(Default, edit(cmd))
 	})
 }
+
+func TestDeniesPath(t *testing.T) {
+	p, err := New("/work/proj", nil, Rules("Read(secrets/**)", "Grep(*.pem)", "Edit(docs/**)"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tool, rel string
+		want      bool
+	}{
+		{"grep", "secrets/key.txt", true},
+		{"glob", "secrets/a/b.txt", true},
+		{"grep", "secrets", true},
+		{"grep", "src/secrets.go", false},
+		{"grep", "server.pem", true},  // a Grep rule covers grep
+		{"glob", "server.pem", false}, // but not glob
+		{"grep", "docs/readme.md", false},
+		{"grep", "./secrets/key.txt", true},
+	} {
+		if got := p.DeniesPath(tc.tool, tc.rel); got != tc.want {
+			t.Errorf("DeniesPath(%s, %s) = %v, want %v", tc.tool, tc.rel, got, tc.want)
+		}
+	}
+	if (*Policy)(nil).DeniesPath("grep", "x") {
+		t.Error("a nil policy denies nothing")
+	}
+}

@@ -89,6 +89,9 @@ type Runner struct {
 	// (SubagentStop hooks): again sends it back to work with reason, at most
 	// three times. active says it already runs on because of a Stop.
 	Stop func(ctx context.Context, name string, active bool) (reason string, again bool)
+	// Hidden, if set, is the parent's tool.Env.Hidden: paths a search must
+	// leave out.
+	Hidden func(tool, rel string) bool
 }
 
 // Name is the name of the parent's subagent of type typ.
@@ -138,7 +141,7 @@ func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
 		Model:      r.Model,
 		System:     prompt.String(),
 		Tools:      tool.NewRegistry(builtins...),
-		Env:        &tool.Env{Workspace: r.Workspace, Agent: name},
+		Env:        &tool.Env{Workspace: r.Workspace, Agent: name, Hidden: r.Hidden},
 		MaxTurns:   iterations,
 		MaxTokens:  r.MaxTokens,
 		Gate:       r.Gate,

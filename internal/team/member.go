@@ -132,7 +132,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 			Sections:     cfg.Sections,
 		}.String(),
 		Tools:      teammateRegistry(b, list),
-		Env:        &tool.Env{Workspace: cfg.Workspace, Agent: m.name, Team: r.Name, Jobs: m.jobs},
+		Env:        &tool.Env{Workspace: cfg.Workspace, Agent: m.name, Team: r.Name, Jobs: m.jobs, Hidden: cfg.Rules.hidden()},
 		MaxTurns:   cfg.MaxTurns,
 		Gate:       m.gate,
 		AfterTool:  cfg.Rules.hooks().AfterTool(m.who),

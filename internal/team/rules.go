@@ -57,6 +57,15 @@ func (r *Rules) gate(ws *tool.Workspace, who hook.Who, mode func() permission.Mo
 	return g.Gate(ws, r.hooks().Gate(who, pg))
 }
 
+// hidden is what searches leave out: the paths a deny rule forbids the
+// searching tool (nil when no rule could).
+func (r *Rules) hidden() func(tool, rel string) bool {
+	if r == nil || r.Policy == nil {
+		return nil
+	}
+	return r.Policy.DeniesPath
+}
+
 // manageOnly reports whether the team's pattern has the lead only manage.
 // A missing or unknown pattern blocks nothing (fail open).
 func (r *Rules) manageOnly(p string) bool {

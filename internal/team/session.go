@@ -270,7 +270,7 @@ func NewSession(cfg Config) (*Session, error) {
 	s.who = who
 	s.usage = &leadUsage{s: s}
 	sub := &subagent.Runner{Provider: cfg.Provider, Model: cfg.Model, Workspace: cfg.Workspace, Parent: store.LeadName,
-		Observe: s.usage.observe(cfg.Observe), Gate: gate, Compactor: &compact.Compactor{}}
+		Observe: s.usage.observe(cfg.Observe), Gate: gate, Compactor: &compact.Compactor{}, Hidden: cfg.Rules.hidden()}
 	if h := cfg.Rules.hooks(); h.Has("SubagentStop") {
 		sub.Stop = func(ctx context.Context, name string, active bool) (string, bool) {
 			w := who
@@ -293,7 +293,7 @@ func NewSession(cfg Config) (*Session, error) {
 			Sections:     cfg.Sections,
 		}.String(),
 		Tools:      leadRegistry(b, list, cfg.Skills, tool.TaskHandlers{Subagent: subagent.Handler(sub), Teammate: s.teammateHandler}),
-		Env:        &tool.Env{Workspace: cfg.Workspace, Agent: store.LeadName, Jobs: s.jobs},
+		Env:        &tool.Env{Workspace: cfg.Workspace, Agent: store.LeadName, Jobs: s.jobs, Hidden: cfg.Rules.hidden()},
 		MaxTurns:   cfg.MaxTurns,
 		Gate:       gate,
 		AfterTool:  cfg.Rules.hooks().AfterTool(who),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -297,4 +298,39 @@ func TestGrep(t *testing.T) {
 		{name: "missing path", args: map[string]any{"pattern": "a", "path": "nope"},
 			want: Errorf(`grep: "nope" does not exist`)},
 	})
+}
+
+// TestSearchesLeaveOutHiddenPaths: a folder search skips what a deny rule
+// forbids the searching tool, says how much it left out, and finds the rest.
+func TestSearchesLeaveOutHiddenPaths(t *testing.T) {
+	env := newTestEnv(t)
+	writeFiles(t, env.Workspace.Dir(), map[string]string{
+		"src/a.txt":          "token here\n",
+		"secrets/key.txt":    "token=s3cr3t\n",
+		"secrets/deep/x.txt": "token deep\n",
+		"notes.txt":          "nothing\n",
+	})
+	var asked []string
+	env.Hidden = func(tool, rel string) bool {
+		asked = append(asked, tool)
+		return rel == "secrets" || strings.HasPrefix(rel, "secrets/")
+	}
+	got := call(t, grepTool{}, env, map[string]any{"pattern": "token", "output_mode": "content"})
+	if strings.Contains(got.Content, "s3cr3t") || strings.Contains(got.Content, "secrets/") || !strings.Contains(got.Content, "src/a.txt:1:token here") {
+		t.Fatalf("grep over the workspace: %q", got.Content)
+	}
+	if !strings.Contains(got.Content, "1 path left out: a permission rule denies reading them") {
+		t.Fatalf("grep does not say it left a path out: %q", got.Content)
+	}
+	got = call(t, grepTool{}, env, map[string]any{"pattern": "s3cr3t"})
+	if got.Content != `No matches for "s3cr3t". (1 path left out: a permission rule denies reading them)` {
+		t.Fatalf("grep for the secret itself: %q", got.Content)
+	}
+	got = call(t, globTool{}, env, map[string]any{"pattern": "**/*.txt"})
+	if strings.Contains(got.Content, "secrets") || !strings.Contains(got.Content, "src/a.txt") || !strings.Contains(got.Content, "left out") {
+		t.Fatalf("glob: %q", got.Content)
+	}
+	if !slices.Contains(asked, "grep") || !slices.Contains(asked, "glob") {
+		t.Fatalf("Hidden was asked for %v", asked)
+	}
 }

@@ -54,7 +54,15 @@ func (globTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 		mod time.Time
 	}
 	var matches []match
+	hidden := 0
 	err = ws.walk(ctx, base, func(rel string, d fs.DirEntry) error {
+		if env.hidden("glob", rel) {
+			hidden++
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
 		if d.IsDir() || !doublestar.MatchUnvalidated(pattern, rel) {
 			return nil
 		}
@@ -69,7 +77,7 @@ func (globTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 		return Errorf("glob: %v", ws.Explain(displayBase(args.Path, base), err))
 	}
 	if len(matches) == 0 {
-		return OK(fmt.Sprintf("No files match %q.", args.Pattern))
+		return OK(fmt.Sprintf("No files match %q.%s", args.Pattern, hiddenNote(hidden)))
 	}
 	slices.SortStableFunc(matches, func(a, b match) int {
 		if c := b.mod.Compare(a.mod); c != 0 {
@@ -86,7 +94,23 @@ func (globTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 		b.WriteString(m.rel)
 		b.WriteByte('\n')
 	}
+	if hidden > 0 {
+		b.WriteString("(" + hiddenText(hidden) + ")\n")
+	}
 	return OK(b.String())
+}
+
+func hiddenText(n int) string {
+	return fmt.Sprintf("%s left out: a permission rule denies reading them", plural(n, "path"))
+}
+
+// hiddenNote is hiddenText as a sentence's tail, or "" when nothing was
+// left out.
+func hiddenNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return " (" + hiddenText(n) + ")"
 }
 
 // globPattern turns the model's pattern and directory into a pattern over

@@ -102,6 +102,13 @@ func (grepTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 		}
 	} else {
 		err = ws.walk(ctx, base, func(rel string, d fs.DirEntry) error {
+			if env.hidden("grep", rel) {
+				s.hidden++
+				if d.IsDir() {
+					return fs.SkipDir
+				}
+				return nil
+			}
 			if !d.Type().IsRegular() || !globMatches(args.Glob, base, rel) {
 				return nil
 			}
@@ -150,6 +157,7 @@ type grepSearch struct {
 	matches  int // matching lines in all
 	full     bool
 	skipped  int // files too big
+	hidden   int // entries a permission rule keeps out
 	binaries int
 }
 
@@ -262,7 +270,7 @@ func (s *grepSearch) result(pattern string) string {
 		if s.skipped > 0 {
 			msg += fmt.Sprintf(" (%s over 20 MB not searched)", plural(s.skipped, "file"))
 		}
-		return msg
+		return msg + hiddenNote(s.hidden)
 	}
 	out := s.out.String()
 	if len(out) > OutputCap {
@@ -277,6 +285,9 @@ func (s *grepSearch) result(pattern string) string {
 	}
 	if s.skipped > 0 {
 		notes = append(notes, fmt.Sprintf("%s over 20 MB not searched", plural(s.skipped, "file")))
+	}
+	if s.hidden > 0 {
+		notes = append(notes, hiddenText(s.hidden))
 	}
 	if s.mode == "count" && !s.full {
 		notes = append(notes, fmt.Sprintf("%s in %s", plural(s.matches, "matching line"), plural(s.files, "file")))

@@ -46,6 +46,15 @@ type Env struct {
 	// it by a summary, dwelling on focus) before its next model call; nil
 	// when the agent cannot compact. Safe for concurrent use.
 	RequestCompact func(focus string)
+	// Hidden, when set, reports the workspace-relative paths that tool may
+	// not read (a permission rule denies them): glob and grep leave them
+	// out of a search over a folder that holds them.
+	Hidden func(tool, rel string) bool
+}
+
+// hidden reports whether tool must leave rel out.
+func (e *Env) hidden(tool, rel string) bool {
+	return e != nil && e.Hidden != nil && e.Hidden(tool, rel)
 }
 
 // Result is what the model sees of a call.
