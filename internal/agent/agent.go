@@ -49,6 +49,8 @@ type Call struct {
 	Name     string
 	Input    json.RawMessage
 	ReadOnly bool
+	// Started is when the agent took the call up, before its gate.
+	Started time.Time
 }
 
 // Boundary returns blocks to deliver with the tool results of a round (inbox
@@ -377,7 +379,7 @@ func (a *Agent) readOnly(name string) bool {
 func (a *Agent) runOne(ctx context.Context, use llm.Block) llm.Block {
 	start := a.cfg.Now()
 	t, ok := a.cfg.Tools.Get(use.Name)
-	call := &Call{ID: use.ID, Name: use.Name, Input: use.Input, ReadOnly: ok && t.ReadOnly()}
+	call := &Call{ID: use.ID, Name: use.Name, Input: use.Input, ReadOnly: ok && t.ReadOnly(), Started: start}
 	a.emit(Event{Type: EventToolCall, Call: call})
 	res, ran := a.execute(ctx, t, ok, call)
 	if ran && a.cfg.AfterTool != nil {

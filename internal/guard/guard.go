@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -346,4 +347,77 @@ func readWS(ws *tool.Workspace, rel string) (string, error) {
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxMessageFile*64))
 	return string(b), err
+}
+
+// Scan limits: a command's changes are looked for in at most this many
+// entries of the workspace, in files of at most this size.
+const (
+	maxScanEntries = 50_000
+	maxScanFile    = 1 << 20
+)
+
+// mtimeSlack allows for the file system's clock, which is coarser than the
+// one a call's start is taken from.
+const mtimeSlack = 50 * time.Millisecond
+
+// ScanChanged looks, after a bash command, at the workspace's files changed
+// since it started (version control and troupe state left out) and returns
+// a message for each one that now holds a listed word. A command's writes
+// cannot be refused before it runs; this is how the guard sees them.
+func (g *Guard) ScanChanged(ctx context.Context, ws *tool.Workspace, since time.Time) []string {
+	if g.Empty() || ws == nil {
+		return nil
+	}
+	var found []string
+	seen := 0
+	since = since.Add(-mtimeSlack)
+	_ = fs.WalkDir(ws.Root().FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		seen++
+		if seen > maxScanEntries || ctx.Err() != nil {
+			return fs.SkipAll
+		}
+		if d.IsDir() {
+			if n := d.Name(); rel != "." && (n == ".git" || n == ".troupe") {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || g.exempted(rel) {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil || fi.ModTime().Before(since) || fi.Size() > maxScanFile {
+			return nil
+		}
+		text, err := readWS(ws, rel)
+		if err != nil {
+			return nil
+		}
+		if w := g.Find(text); len(w) > 0 {
+			found = append(found, fmt.Sprintf("%s: %s now contains %q, a word listed in artifactGuard.words; files the team writes must not contain it: remove it", ErrListedWord, rel, w[0]))
+		}
+		return nil
+	})
+	return found
+}
+
+// AfterBash is an agent's AfterTool for the guard: after each bash command
+// it reports, in the command's result, the changed files that now hold a
+// listed word, and marks the result an error so the model acts on it.
+func (g *Guard) AfterBash(ws *tool.Workspace) func(ctx context.Context, call agent.Call, res *tool.Result) {
+	if g.Empty() {
+		return nil
+	}
+	return func(ctx context.Context, call agent.Call, res *tool.Result) {
+		if call.Name != "bash" || call.Started.IsZero() {
+			return
+		}
+		if found := g.ScanChanged(ctx, ws, call.Started); len(found) > 0 {
+			res.Content = strings.TrimRight(res.Content, "\n") + "\n\n" + strings.Join(found, "\n")
+			res.IsError = true
+		}
+	}
 }

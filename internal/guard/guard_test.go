@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/tool"
@@ -182,4 +183,74 @@ func FuzzCheckBash(f *testing.F) {
 		_ = g.CheckBash(cmd, func(string) (string, error) { return "Zephyra", nil })
 		_ = count(cmd, "ミライ")
 	})
+}
+
+// TestAfterBash: after a command, the changed files that now hold a listed
+// word are reported in its result; older files, exempt files, version
+// control and troupe's state are not looked at.
+func TestAfterBash(t *testing.T) {
+	dir := t.TempDir()
+	old := time.Now().Add(-time.Hour)
+	for name, text := range map[string]string{
+		"legacy.md":       "Zephyra from long ago\n",
+		"GUIDE.md":        "",
+		".git/COMMIT_MSG": "",
+		".troupe/x.json":  "",
+		"clean.txt":       "",
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws, err := tool.OpenWorkspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	g := newGuard(t, "GUIDE.md")
+	after := g.AfterBash(ws)
+	start := time.Now()
+	// What a command wrote: a listed word in a new file and in files the
+	// guard must not look at, and a clean change.
+	for name, text := range map[string]string{
+		"out/notes.txt":   "made by Project Lynx\n",
+		"GUIDE.md":        "Zephyra is our persona\n",
+		".git/COMMIT_MSG": "Zephyra\n",
+		".troupe/x.json":  `{"who":"Zephyra"}`,
+		"clean.txt":       "nothing to see\n",
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := tool.Result{Content: "done\n"}
+	after(context.Background(), agent.Call{Name: "bash", Started: start}, &res)
+	if !res.IsError || !strings.Contains(res.Content, `out/notes.txt now contains "Project Lynx"`) {
+		t.Fatalf("result after the command: %+v", res)
+	}
+	for _, quiet := range []string{"legacy.md", "GUIDE.md", "COMMIT_MSG", "x.json", "clean.txt"} {
+		if strings.Contains(res.Content, quiet) {
+			t.Errorf("%s reported: %s", quiet, res.Content)
+		}
+	}
+	// Other tools are not followed by a scan (the gate saw their writes).
+	res = tool.Result{Content: "ok"}
+	after(context.Background(), agent.Call{Name: "write_file", Started: start}, &res)
+	if res.IsError || res.Content != "ok" {
+		t.Fatalf("write_file result changed: %+v", res)
+	}
+	if (&Guard{}).AfterBash(ws) != nil {
+		t.Error("an empty guard scans")
+	}
 }

@@ -92,6 +92,9 @@ type Runner struct {
 	// Hidden, if set, is the parent's tool.Env.Hidden: paths a search must
 	// leave out.
 	Hidden func(tool, rel string) bool
+	// AfterTool, if set, sees each call that ran, as the parent's does
+	// (PostToolUse hooks, the artifact guard's look at bash writes).
+	AfterTool func(ctx context.Context, call agent.Call, res *tool.Result)
 }
 
 // Name is the name of the parent's subagent of type typ.
@@ -145,6 +148,7 @@ func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
 		MaxTurns:   iterations,
 		MaxTokens:  r.MaxTokens,
 		Gate:       r.Gate,
+		AfterTool:  r.AfterTool,
 		Boundaries: boundaries,
 		Observe:    r.Observe,
 		Identity:   id.Line(),

@@ -135,7 +135,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		Env:        &tool.Env{Workspace: cfg.Workspace, Agent: m.name, Team: r.Name, Jobs: m.jobs, Hidden: cfg.Rules.hidden()},
 		MaxTurns:   cfg.MaxTurns,
 		Gate:       m.gate,
-		AfterTool:  cfg.Rules.hooks().AfterTool(m.who),
+		AfterTool:  cfg.Rules.afterTool(cfg.Workspace, m.who),
 		Boundaries: []agent.Boundary{m.boundary, agent.TodoReminder(list), jobAnnouncer(m.jobs)},
 		Observe:    m.observeUsage(cfg.Observe),
 		Record:     m.record,

@@ -57,6 +57,26 @@ func (r *Rules) gate(ws *tool.Workspace, who hook.Who, mode func() permission.Mo
 	return g.Gate(ws, r.hooks().Gate(who, pg))
 }
 
+// afterTool is what sees each call of an agent that ran: the artifact
+// guard's look at what a bash command wrote, then the PostToolUse hooks.
+func (r *Rules) afterTool(ws *tool.Workspace, who hook.Who) func(ctx context.Context, call agent.Call, res *tool.Result) {
+	var g *guard.Guard
+	if r != nil {
+		g = r.Guard
+	}
+	guardCheck, hooks := g.AfterBash(ws), r.hooks().AfterTool(who)
+	switch {
+	case guardCheck == nil:
+		return hooks
+	case hooks == nil:
+		return guardCheck
+	}
+	return func(ctx context.Context, call agent.Call, res *tool.Result) {
+		guardCheck(ctx, call, res)
+		hooks(ctx, call, res)
+	}
+}
+
 // hidden is what searches leave out: the paths a deny rule forbids the
 // searching tool (nil when no rule could).
 func (r *Rules) hidden() func(tool, rel string) bool {

@@ -270,7 +270,8 @@ func NewSession(cfg Config) (*Session, error) {
 	s.who = who
 	s.usage = &leadUsage{s: s}
 	sub := &subagent.Runner{Provider: cfg.Provider, Model: cfg.Model, Workspace: cfg.Workspace, Parent: store.LeadName,
-		Observe: s.usage.observe(cfg.Observe), Gate: gate, Compactor: &compact.Compactor{}, Hidden: cfg.Rules.hidden()}
+		Observe: s.usage.observe(cfg.Observe), Gate: gate, Compactor: &compact.Compactor{}, Hidden: cfg.Rules.hidden(),
+		AfterTool: cfg.Rules.afterTool(cfg.Workspace, who)}
 	if h := cfg.Rules.hooks(); h.Has("SubagentStop") {
 		sub.Stop = func(ctx context.Context, name string, active bool) (string, bool) {
 			w := who
@@ -296,7 +297,7 @@ func NewSession(cfg Config) (*Session, error) {
 		Env:        &tool.Env{Workspace: cfg.Workspace, Agent: store.LeadName, Jobs: s.jobs, Hidden: cfg.Rules.hidden()},
 		MaxTurns:   cfg.MaxTurns,
 		Gate:       gate,
-		AfterTool:  cfg.Rules.hooks().AfterTool(who),
+		AfterTool:  cfg.Rules.afterTool(cfg.Workspace, who),
 		Boundaries: []agent.Boundary{s.leadBoundary, agent.TodoReminder(list), jobAnnouncer(s.jobs)},
 		Observe:    s.usage.observe(cfg.Observe),
 		Record:     s.recordLead,
