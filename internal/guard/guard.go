@@ -357,8 +357,8 @@ const (
 )
 
 // mtimeSlack allows for the file system's clock, which is coarser than the
-// one a call's start is taken from.
-const mtimeSlack = 50 * time.Millisecond
+// one a call's start is taken from (a kernel tick, a few milliseconds).
+const mtimeSlack = 10 * time.Millisecond
 
 // ScanChanged looks, after a bash command, at the workspace's files changed
 // since it started (version control and troupe state left out) and returns
