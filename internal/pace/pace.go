@@ -101,6 +101,7 @@ type Pacer struct {
 	next    int    // replay: index of the next recorded step
 	changed chan struct{}
 	waiting map[string]Step // replay: who waits for a turn, for what
+	busy    map[string]int  // replay: who is away doing real work (Block, a job)
 	free    bool            // replay gave up pacing (diverged or closed)
 	div     error
 	calls   map[string]int
@@ -130,7 +131,7 @@ func NewReplayer(steps []Step, opts Options) *Pacer {
 }
 
 func newPacer(opts Options) *Pacer {
-	return &Pacer{opts: opts, changed: make(chan struct{}), waiting: map[string]Step{}, calls: map[string]int{}, stop: make(chan struct{})}
+	return &Pacer{opts: opts, changed: make(chan struct{}), waiting: map[string]Step{}, busy: map[string]int{}, calls: map[string]int{}, stop: make(chan struct{})}
 }
 
 // Close ends pacing: every waiter goes on unpaced. It is safe to call more
@@ -214,8 +215,33 @@ func (p *Pacer) Block(ctx context.Context, agent string, wait func(context.Conte
 		return
 	}
 	p.release(agent)
+	done := p.Busy(agent)
 	wait(ctx)
+	done()
 	_, _ = p.acquire(ctx, Step{Agent: agent, Kind: KindWake})
+}
+
+// Busy says that name is away doing real work that takes the time it takes
+// (a command, a job), until done is called: a replay that waits for name
+// meanwhile is not standing still.
+func (p *Pacer) Busy(name string) (done func()) {
+	if p == nil {
+		return func() {}
+	}
+	p.mu.Lock()
+	p.busy[name]++
+	p.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			if p.busy[name]--; p.busy[name] <= 0 {
+				delete(p.busy, name)
+			}
+			p.moved = time.Now()
+			p.mu.Unlock()
+		})
+	}
 }
 
 func (p *Pacer) unpaced(ctx context.Context, wait func(context.Context) int) (int, error) {
@@ -394,8 +420,7 @@ func (p *Pacer) diverge(err error) {
 	}
 }
 
-// watch reports a replay that stands still: nobody holds the turn, agents
-// wait for one, and the agent the recording gives it to does not come.
+// watch reports a replay that stands still.
 func (p *Pacer) watch() {
 	tick := time.NewTicker(p.opts.Stall / 10)
 	defer tick.Stop()
@@ -405,23 +430,31 @@ func (p *Pacer) watch() {
 			return
 		case <-tick.C:
 		}
-		p.mu.Lock()
-		if p.holder != "" || len(p.waiting) == 0 || time.Since(p.moved) < p.opts.Stall {
-			p.mu.Unlock()
-			continue
+		if d := p.stalled(time.Now()); d != nil {
+			p.diverge(d)
 		}
-		var got []string
-		for _, s := range p.waiting {
-			got = append(got, s.String())
-		}
-		sort.Strings(got)
-		want := "the end of the recording"
-		if p.next < len(p.steps) {
-			want = p.steps[p.next].String()
-		}
-		d := &Divergence{Index: p.next, Want: want,
-			Got: fmt.Sprintf("stood still for %s with %s waiting", p.opts.Stall, strings.Join(got, ", "))}
-		p.mu.Unlock()
-		p.diverge(d)
 	}
+}
+
+// stalled returns the divergence of a replay standing still at now: nobody
+// holds the turn, agents wait for one, and the agent the recording gives it
+// to has not come for the Stall time, nor is it away doing real work.
+func (p *Pacer) stalled(now time.Time) *Divergence {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	away := p.next < len(p.steps) && p.busy[p.steps[p.next].Agent] > 0
+	if p.free || p.holder != "" || away || len(p.waiting) == 0 || now.Sub(p.moved) < p.opts.Stall {
+		return nil
+	}
+	var got []string
+	for _, s := range p.waiting {
+		got = append(got, s.String())
+	}
+	sort.Strings(got)
+	want := "the end of the recording"
+	if p.next < len(p.steps) {
+		want = p.steps[p.next].String()
+	}
+	return &Divergence{Index: p.next, Want: want,
+		Got: fmt.Sprintf("stood still for %s with %s waiting", p.opts.Stall, strings.Join(got, ", "))}
 }

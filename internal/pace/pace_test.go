@@ -246,3 +246,38 @@ func TestEndedContextLetsGo(t *testing.T) {
 		t.Fatal("b took the turn without it being its turn")
 	}
 }
+
+// TestBusyIsNotStandingStill: while the agent whose turn it is does real
+// work (a long command, a background job), waiting for it is no stall.
+func TestBusyIsNotStandingStill(t *testing.T) {
+	rp := NewReplayer([]Step{{Agent: "a", Kind: KindStart}, {Agent: "a/bg_1", Kind: KindStart}}, Options{Stall: time.Hour})
+	defer rp.Close()
+	rp.Enter(context.Background(), "a")
+	done := rp.Busy("a/bg_1") // the job runs
+	rp.Leave("a")
+	entered := make(chan struct{})
+	go func() {
+		rp.Enter(context.Background(), "c") // waits: not c's turn
+		close(entered)
+	}()
+	for {
+		rp.mu.Lock()
+		_, in := rp.waiting["c"]
+		rp.mu.Unlock()
+		if in {
+			break
+		}
+		runtime.Gosched()
+	}
+	later := time.Now().Add(2 * time.Hour)
+	if d := rp.stalled(later); d != nil {
+		t.Fatalf("a busy job was taken for a stall: %v", d)
+	}
+	done()
+	d := rp.stalled(time.Now().Add(2 * time.Hour))
+	if d == nil || !strings.Contains(d.Error(), "a/bg_1 starting") || !strings.Contains(d.Error(), "c starting waiting") {
+		t.Fatalf("once the job is done and absent: %v", d)
+	}
+	rp.Close()
+	<-entered
+}

@@ -69,6 +69,8 @@ type Jobs struct {
 // the ends of their jobs too, so that when a job is seen to end does not
 // depend on timing. Both hooks are optional.
 type JobPacing struct {
+	// Start is told of each job as it starts.
+	Start func(id string)
 	// Settle applies the end of job id (apply) when the run allows it.
 	Settle func(id string, apply func())
 	// Block runs f, a wait for jobs to end, letting the run go on
@@ -131,7 +133,11 @@ func (j *Jobs) Start(kind, description string, run func(ctx context.Context, out
 	}
 	j.jobs[jb.id] = jb
 	j.wg.Add(1)
+	start := j.pacing.Start
 	j.mu.Unlock()
+	if start != nil {
+		start(jb.id)
+	}
 
 	go func() {
 		defer j.wg.Done()
