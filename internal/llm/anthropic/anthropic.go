@@ -129,7 +129,7 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.E
 				return
 			}
 			ae := classify(err)
-			if !ae.retryable {
+			if !ae.Retry {
 				yield(llm.Event{}, ae)
 				return
 			}
@@ -137,7 +137,7 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.E
 				yield(llm.Event{}, fmt.Errorf("%w after %d attempts: %v", llm.ErrUnavailable, attempt, ae))
 				return
 			}
-			delay := p.backoff(attempt, ae.retryAfter)
+			delay := p.backoff(attempt, ae.RetryAfter)
 			if !yield(llm.Event{Type: llm.EventRetry, Attempt: attempt, Delay: delay.Milliseconds(), Err: ae}, nil) {
 				return
 			}
@@ -205,49 +205,23 @@ type streamError struct{ err error }
 func (e *streamError) Error() string { return e.err.Error() }
 func (e *streamError) Unwrap() error { return e.err }
 
-// APIError is a failed call as troupe reports it. It never carries
-// credentials or request headers.
-type APIError struct {
-	Status     int    // HTTP status, 0 for a transport failure
-	Type       string // the API's error type, e.g. "overloaded_error"
-	Message    string
-	RequestID  string
-	retryable  bool
-	retryAfter time.Duration
-	kind       error // llm sentinel
-}
-
-func (e *APIError) Error() string {
-	var b strings.Builder
-	b.WriteString("anthropic")
-	if e.Status != 0 {
-		fmt.Fprintf(&b, ": %d", e.Status)
-	}
-	if e.Type != "" {
-		fmt.Fprintf(&b, " %s", e.Type)
-	}
-	if e.Message != "" {
-		fmt.Fprintf(&b, ": %s", e.Message)
-	}
-	if e.RequestID != "" {
-		fmt.Fprintf(&b, " (request %s)", e.RequestID)
-	}
-	return b.String()
-}
-
-// Unwrap lets errors.Is match the llm sentinel.
-func (e *APIError) Unwrap() error { return e.kind }
-
-// Retryable reports whether another attempt may succeed.
-func (e *APIError) Retryable() bool { return e.retryable }
+// APIError is a failed call as troupe reports it (llm.APIError, named
+// "anthropic").
+type APIError = llm.APIError
 
 func classify(err error) *APIError {
+	ae := judge(err)
+	ae.Provider = "anthropic"
+	return ae
+}
+
+func judge(err error) *APIError {
 	var se *sdk.Error
 	if errors.As(err, &se) {
 		ae := &APIError{Status: se.StatusCode, Type: string(se.Type()), RequestID: se.RequestID}
 		ae.Message = apiMessage(se.RawJSON())
 		if se.Response != nil {
-			ae.retryAfter = retry.After(se.Response.Header)
+			ae.RetryAfter = retry.After(se.Response.Header)
 		}
 		status := se.StatusCode
 		if status < 400 {
@@ -255,27 +229,20 @@ func classify(err error) *APIError {
 			ae.Status = 0
 			status = statusOfType(ae.Type)
 		}
-		switch {
-		case status == 401 || status == 403:
-			ae.kind = llm.ErrAuth
-		case status == 408 || status == 409 || status == 429 || status >= 500:
-			ae.kind, ae.retryable = llm.ErrUnavailable, true
-		default:
-			ae.kind = llm.ErrInvalidRequest
-		}
+		ae.JudgeStatus(status)
 		return ae
 	}
 	var st *streamError
 	if errors.As(err, &st) {
-		return &APIError{Message: st.Error(), retryable: true, kind: llm.ErrUnavailable}
+		return &APIError{Message: st.Error(), Retry: true, Kind: llm.ErrUnavailable}
 	}
 	// An error event inside the stream (e.g. overloaded) or a broken
 	// connection: the SDK reports both as plain errors.
 	msg := err.Error()
 	if errors.Is(err, llm.ErrInvalidRequest) {
-		return &APIError{Message: msg, kind: llm.ErrInvalidRequest}
+		return &APIError{Message: msg, Kind: llm.ErrInvalidRequest}
 	}
-	return &APIError{Message: msg, retryable: true, kind: llm.ErrUnavailable}
+	return &APIError{Message: msg, Retry: true, Kind: llm.ErrUnavailable}
 }
 
 // statusOfType maps an API error type to the status it comes with.

@@ -145,7 +145,7 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.E
 				return
 			}
 			ae := classify(err)
-			if !ae.retryable {
+			if !ae.Retry {
 				yield(llm.Event{}, ae)
 				return
 			}
@@ -153,7 +153,7 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.E
 				yield(llm.Event{}, fmt.Errorf("%w after %d attempts: %v", llm.ErrUnavailable, attempt, ae))
 				return
 			}
-			delay := p.backoff.Delay(attempt, ae.retryAfter)
+			delay := p.backoff.Delay(attempt, ae.RetryAfter)
 			if !yield(llm.Event{Type: llm.EventRetry, Attempt: attempt, Delay: delay.Milliseconds(), Err: ae}, nil) {
 				return
 			}
@@ -355,47 +355,17 @@ type streamError struct{ err error }
 func (e *streamError) Error() string { return e.err.Error() }
 func (e *streamError) Unwrap() error { return e.err }
 
-// APIError is a failed call as troupe reports it. It never carries
-// credentials or request headers.
-type APIError struct {
-	Status     int    // HTTP status, 0 for a transport or in-stream failure
-	Type       string // the server's error type, e.g. "invalid_request_error"
-	Code       string // the server's error code, e.g. "rate_limit_exceeded"
-	Message    string
-	RequestID  string
-	retryable  bool
-	retryAfter time.Duration
-	kind       error // llm sentinel
-}
-
-func (e *APIError) Error() string {
-	var b strings.Builder
-	b.WriteString("openai")
-	if e.Status != 0 {
-		fmt.Fprintf(&b, ": %d", e.Status)
-	}
-	if e.Type != "" {
-		fmt.Fprintf(&b, " %s", e.Type)
-	}
-	if e.Code != "" {
-		fmt.Fprintf(&b, " (%s)", e.Code)
-	}
-	if e.Message != "" {
-		fmt.Fprintf(&b, ": %s", e.Message)
-	}
-	if e.RequestID != "" {
-		fmt.Fprintf(&b, " (request %s)", e.RequestID)
-	}
-	return b.String()
-}
-
-// Unwrap lets errors.Is match the llm sentinel.
-func (e *APIError) Unwrap() error { return e.kind }
-
-// Retryable reports whether another attempt may succeed.
-func (e *APIError) Retryable() bool { return e.retryable }
+// APIError is a failed call as troupe reports it (llm.APIError, named
+// "openai").
+type APIError = llm.APIError
 
 func classify(err error) *APIError {
+	ae := judge(err)
+	ae.Provider = "openai"
+	return ae
+}
+
+func judge(err error) *APIError {
 	var se *sdk.Error
 	if errors.As(err, &se) {
 		ae := &APIError{Status: se.StatusCode, Type: se.Type, Code: se.Code, Message: bounded(se.Message)}
@@ -403,17 +373,10 @@ func classify(err error) *APIError {
 			ae.Message = bounded(se.RawJSON())
 		}
 		if se.Response != nil {
-			ae.retryAfter = retry.After(se.Response.Header)
+			ae.RetryAfter = retry.After(se.Response.Header)
 			ae.RequestID = se.Response.Header.Get("x-request-id")
 		}
-		switch s := se.StatusCode; {
-		case s == 401 || s == 403:
-			ae.kind = llm.ErrAuth
-		case s == 408 || s == 409 || s == 429 || s >= 500:
-			ae.kind, ae.retryable = llm.ErrUnavailable, true
-		default:
-			ae.kind = llm.ErrInvalidRequest
-		}
+		ae.JudgeStatus(se.StatusCode)
 		return ae
 	}
 	var sse *ssestream.StreamError
@@ -426,7 +389,7 @@ func classify(err error) *APIError {
 				Code    any    `json:"code"`
 			} `json:"error"`
 		}
-		ae := &APIError{Message: bounded(sse.Message), retryable: true, kind: llm.ErrUnavailable}
+		ae := &APIError{Message: bounded(sse.Message), Retry: true, Kind: llm.ErrUnavailable}
 		if json.Unmarshal(sse.Event.Data, &body) == nil {
 			ae.Type = body.Error.Type
 			if body.Error.Message != "" {
@@ -437,15 +400,15 @@ func classify(err error) *APIError {
 			}
 		}
 		if ae.Type == "invalid_request_error" {
-			ae.retryable, ae.kind = false, llm.ErrInvalidRequest
+			ae.Retry, ae.Kind = false, llm.ErrInvalidRequest
 		}
 		return ae
 	}
 	if errors.Is(err, llm.ErrInvalidRequest) {
-		return &APIError{Message: err.Error(), kind: llm.ErrInvalidRequest}
+		return &APIError{Message: err.Error(), Kind: llm.ErrInvalidRequest}
 	}
 	// A broken connection, a cut stream, a malformed chunk.
-	return &APIError{Message: err.Error(), retryable: true, kind: llm.ErrUnavailable}
+	return &APIError{Message: err.Error(), Retry: true, Kind: llm.ErrUnavailable}
 }
 
 func bounded(s string) string {
