@@ -111,9 +111,12 @@ func (a *app) recording(p llm.Provider, path, workspace string) (llm.Provider, f
 	if err != nil {
 		return nil, nil, withCode(ExitError, fmt.Errorf("--record: %w", err))
 	}
+	meta := map[string]string{"workspace": workspace}
+	for k, v := range snapshotMeta(a.ctx, workspace) {
+		meta[k] = v
+	}
 	rec := cassette.NewRecorder(p, f, cassette.Header{
-		CreatedAt: time.Now().UTC(), Provider: p.Name(), Args: replayArgs(a.args),
-		Meta: map[string]string{"workspace": workspace},
+		CreatedAt: time.Now().UTC(), Provider: p.Name(), Args: replayArgs(a.args), Meta: meta,
 	})
 	a.recorder = rec
 	return rec, func() error {
@@ -182,8 +185,10 @@ func (a *app) replayCmd() *cobra.Command {
 		Use:   "replay FILE",
 		Short: "Re-run a recorded run against its cassette, with no network, and report the first difference",
 		Long: `Re-runs the command recorded in FILE (made with --record) in a fresh
-workspace (or --workspace DIR), answering every model call from the cassette
-instead of a model. Each agent's calls are answered in that agent's recorded
+workspace, answering every model call from the cassette instead of a model.
+When the recorded workspace was in a git checkout, the fresh workspace starts
+with its files as they were (uncommitted changes to tracked files included,
+untracked files not); with --workspace DIR the replay runs in DIR as it is. Each agent's calls are answered in that agent's recorded
 order, and the agents of a team take their turns in the recorded order, so
 every agent meets the inbox, the task board and the files it met when the run
 was recorded. The first request that differs from the recording (because the
@@ -202,12 +207,20 @@ agent, the call and the first field that differs, and the replay exits 1.`,
 			if len(c.Header.Args) == 0 {
 				return withCode(ExitUsage, fmt.Errorf("%s records no command to re-run", args[0]))
 			}
-			dir, err := os.MkdirTemp("", "troupe-replay-")
-			if err != nil {
-				return withCode(ExitError, err)
-			}
-			if a.workspace != "" {
-				dir = a.workspace
+			dir := a.workspace
+			if dir == "" {
+				// A fresh workspace, holding what the recorded one held
+				// when the recorded workspace was a git checkout.
+				if dir, err = os.MkdirTemp("", "troupe-replay-"); err != nil {
+					return withCode(ExitError, err)
+				}
+				note, err := restoreSnapshot(a.ctx, c.Header.Meta, dir)
+				if err != nil {
+					return withCode(ExitError, fmt.Errorf("%w (replay into a copy of it with --workspace DIR)", err))
+				}
+				if note != "" {
+					fmt.Fprintf(a.stderr, "troupe: %s\n", note)
+				}
 			}
 			dir, _ = filepath.Abs(dir)
 			// The recorded prompts name the recorded workspace; the replay
