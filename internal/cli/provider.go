@@ -149,9 +149,7 @@ func (a *app) teamPacer(mode string) (*pace.Pacer, error) {
 	if err := a.canRecord(mode); err != nil {
 		return nil, err
 	}
-	return pace.NewRecorder(pace.Options{Record: func(s pace.Step) {
-		rec.Step(cassette.Step{Agent: s.Agent, Kind: s.Kind, N: s.N})
-	}}), nil
+	return pace.NewRecorder(pace.Options{Record: rec.Step}), nil
 }
 
 // canRecord refuses --record with teammate processes, before anything runs.
@@ -237,11 +235,7 @@ agent, the call and the first field that differs, and the replay exits 1.`,
 			rp.OnDivergence(func(error) { cancel() })
 			sub := &app{ctx: ctx, stdin: a.stdin, stdout: a.stdout, stderr: a.stderr, providerOverride: rp}
 			if len(c.Steps) > 0 {
-				steps := make([]pace.Step, len(c.Steps))
-				for i, s := range c.Steps {
-					steps[i] = pace.Step{Agent: s.Agent, Kind: s.Kind, N: s.N}
-				}
-				sub.pacerOverride = pace.NewReplayer(steps, pace.Options{OnDiverge: func(error) { cancel() }})
+				sub.pacerOverride = pace.NewReplayer(c.Steps, pace.Options{OnDiverge: func(error) { cancel() }})
 				defer sub.pacerOverride.Close()
 			} else if len(c.Agents()) > 1 {
 				fmt.Fprintf(a.stderr, "troupe: %s keeps no order of turns (recorded in the terminal UI, or by an older troupe): its agents run freely, so the replay may diverge on timing alone\n", args[0])

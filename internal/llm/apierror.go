@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -61,5 +62,51 @@ func (e *APIError) JudgeStatus(status int) {
 		e.Kind, e.Retry = ErrUnavailable, true
 	default:
 		e.Kind, e.Retry = ErrInvalidRequest, false
+	}
+}
+
+// Retries is how a provider retries one streamed call.
+type Retries struct {
+	Max      int                                                       // retries after the first attempt
+	Delay    func(attempt int, retryAfter time.Duration) time.Duration // the wait before retry number attempt
+	Sleep    func(ctx context.Context, d time.Duration) error
+	Classify func(error) *APIError // how the provider judges a failed attempt
+}
+
+// Run makes attempts until one succeeds, one fails for good, the retries
+// run out or ctx ends. attempt streams one try to yield and reports its
+// response, whether the consumer stopped, or its error. Run yields an
+// EventRetry before each wait and ends with EventDone or an error.
+func (r Retries) Run(ctx context.Context, yield func(Event, error) bool, attempt func() (*Response, bool, error)) {
+	for n := 1; ; n++ {
+		resp, stopped, err := attempt()
+		if stopped {
+			return
+		}
+		if err == nil {
+			yield(Event{Type: EventDone, Response: resp}, nil)
+			return
+		}
+		if ctx.Err() != nil {
+			yield(Event{}, ctx.Err())
+			return
+		}
+		ae := r.Classify(err)
+		if !ae.Retry {
+			yield(Event{}, ae)
+			return
+		}
+		if n > r.Max {
+			yield(Event{}, fmt.Errorf("%w after %d attempts: %v", ErrUnavailable, n, ae))
+			return
+		}
+		delay := r.Delay(n, ae.RetryAfter)
+		if !yield(Event{Type: EventRetry, Attempt: n, Delay: delay.Milliseconds(), Err: ae}, nil) {
+			return
+		}
+		if err := r.Sleep(ctx, delay); err != nil {
+			yield(Event{}, err)
+			return
+		}
 	}
 }

@@ -551,7 +551,8 @@ func (m *Member) idle(ctx context.Context) ([]llm.Block, string, error) {
 	}
 }
 
-// wokeTimeout is the wake of an idle member whose idle timeout ran out.
+// wokeTimeout is a wait that ended because its time ran out (an idle
+// member's idle timeout, TeamDelete's wait for members).
 const wokeTimeout = 1
 
 // nextWork decides what an idle member does next. Messages come first; a

@@ -58,9 +58,7 @@ func TestPacedRunReplaysExactly(t *testing.T) {
 	rec := start(t, pacedScript, func(c *team.Config) {
 		r := cassette.NewRecorder(c.Provider, &buf, cassette.Header{})
 		c.Provider = r
-		c.Pacer = pace.NewRecorder(pace.Options{Record: func(s pace.Step) {
-			r.Step(cassette.Step{Agent: s.Agent, Kind: s.Kind, N: s.N})
-		}})
+		c.Pacer = pace.NewRecorder(pace.Options{Record: r.Step})
 	})
 	rec.run("Share the work.")
 	if !bytes.Contains(buf.Bytes(), []byte(`background-job id=\"bg_`)) {
@@ -80,12 +78,8 @@ func TestPacedRunReplaysExactly(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			steps := make([]pace.Step, len(cas.Steps))
-			for i, s := range cas.Steps {
-				steps[i] = pace.Step{Agent: s.Agent, Kind: s.Kind, N: s.N}
-			}
 			rp = cassette.NewReplayer(cas)
-			pacer = pace.NewReplayer(steps, pace.Options{})
+			pacer = pace.NewReplayer(cas.Steps, pace.Options{})
 			c.Provider, c.Pacer = rp, pacer
 		})
 		f.run("Share the work.")

@@ -830,24 +830,10 @@ func jobPacing(ctx context.Context, p *pace.Pacer, agent string) tool.JobPacing 
 	if p == nil {
 		return tool.JobPacing{}
 	}
-	var mu sync.Mutex
-	running := map[string]func(){} // job -> its Busy's done
 	return tool.JobPacing{
-		Start: func(id string) {
-			done := p.Busy(agent + "/" + id)
-			mu.Lock()
-			running[id] = done
-			mu.Unlock()
-		},
+		Start: func(id string) func() { return p.Busy(agent + "/" + id) },
 		Settle: func(id string, apply func()) {
 			name := agent + "/" + id
-			mu.Lock()
-			done := running[id]
-			delete(running, id)
-			mu.Unlock()
-			if done != nil {
-				done()
-			}
 			p.Enter(ctx, name)
 			defer p.Leave(name)
 			apply()

@@ -167,7 +167,6 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	const wokeTimeout = 1
 	forced, timedOut := false, false
 	for {
 		left, err := s.notShutdown(ctx, t)

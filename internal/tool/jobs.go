@@ -69,8 +69,9 @@ type Jobs struct {
 // the ends of their jobs too, so that when a job is seen to end does not
 // depend on timing. Both hooks are optional.
 type JobPacing struct {
-	// Start is told of each job as it starts.
-	Start func(id string)
+	// Start is told of each job as it starts, and returns what is called
+	// once the job has ended, just before Settle.
+	Start func(id string) (ended func())
 	// Settle applies the end of job id (apply) when the run allows it.
 	Settle func(id string, apply func())
 	// Block runs f, a wait for jobs to end, letting the run go on
@@ -135,8 +136,9 @@ func (j *Jobs) Start(kind, description string, run func(ctx context.Context, out
 	j.wg.Add(1)
 	start := j.pacing.Start
 	j.mu.Unlock()
+	ended := func() {}
 	if start != nil {
-		start(jb.id)
+		ended = start(jb.id)
 	}
 
 	go func() {
@@ -144,6 +146,7 @@ func (j *Jobs) Start(kind, description string, run func(ctx context.Context, out
 		defer close(jb.done)
 		defer cancel()
 		err := runJob(ctx, jb.out, run)
+		ended()
 		j.mu.Lock()
 		settle := j.pacing.Settle
 		j.mu.Unlock()

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/pace"
 )
 
 // Version is the cassette format this package writes and reads.
@@ -75,14 +76,6 @@ type Entry struct {
 	ErrorKind string `json:"error_kind,omitempty"`
 }
 
-// Step is one line of a paced run's schedule: an agent took the turn (see
-// package pace, whose Step it mirrors).
-type Step struct {
-	Agent string `json:"agent"`
-	Kind  string `json:"kind"`
-	N     int    `json:"n,omitempty"`
-}
-
 // Cassette is a loaded recording.
 type Cassette struct {
 	Header Header
@@ -90,7 +83,7 @@ type Cassette struct {
 	Entries []Entry
 	// Steps are the schedule of a paced run, in order; empty for a run
 	// that was not paced.
-	Steps   []Step
+	Steps   []pace.Step
 	byAgent map[string][]*Entry // each agent's entries in seq order
 }
 
@@ -183,7 +176,7 @@ func (c *Cassette) parseLine(n int, line []byte, header, last bool) error {
 		return nil
 	}
 	var step struct {
-		Step *Step `json:"step"`
+		Step *pace.Step `json:"step"`
 	}
 	if json.Unmarshal(line, &step) == nil && step.Step != nil {
 		if step.Step.Agent == "" || step.Step.Kind == "" {

@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/llm/cassette"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi/fakeapitest"
+	"github.com/troupe-dev/troupe/internal/pace"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -371,7 +372,7 @@ func TestAbandonedCallRecorded(t *testing.T) {
 func TestStepsKeptInOrder(t *testing.T) {
 	var buf bytes.Buffer
 	rec := cassette.NewRecorder(fixed{}, &buf, cassette.Header{})
-	steps := []cassette.Step{{Agent: "team-lead", Kind: "start"}, {Agent: "alice", Kind: "start"}, {Agent: "team-lead", Kind: "call", N: 1}, {Agent: "alice", Kind: "wake", N: 2}}
+	steps := []pace.Step{{Agent: "team-lead", Kind: "start"}, {Agent: "alice", Kind: "start"}, {Agent: "team-lead", Kind: "call", N: 1}, {Agent: "alice", Kind: "wake", N: 2}}
 	req := &llm.Request{Agent: "team-lead", Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("x")}}}}
 	for i, s := range steps {
 		rec.Step(s)

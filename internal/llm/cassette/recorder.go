@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/pace"
 )
 
 // Recorder is an llm.Provider that passes every call to another and writes
@@ -99,9 +100,9 @@ func (r *Recorder) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.E
 
 // Step writes one step of a paced run's schedule. Steps keep the order of
 // the calls to Step.
-func (r *Recorder) Step(s Step) {
+func (r *Recorder) Step(s pace.Step) {
 	r.writeLine(struct {
-		Step Step `json:"step"`
+		Step pace.Step `json:"step"`
 	}{s})
 }
 

@@ -131,37 +131,8 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.E
 			yield(llm.Event{}, err)
 			return
 		}
-		for attempt := 1; ; attempt++ {
-			resp, stopped, err := p.attempt(ctx, params, yield)
-			if stopped {
-				return
-			}
-			if err == nil {
-				yield(llm.Event{Type: llm.EventDone, Response: resp}, nil)
-				return
-			}
-			if ctx.Err() != nil {
-				yield(llm.Event{}, ctx.Err())
-				return
-			}
-			ae := classify(err)
-			if !ae.Retry {
-				yield(llm.Event{}, ae)
-				return
-			}
-			if attempt > p.cfg.MaxRetries {
-				yield(llm.Event{}, fmt.Errorf("%w after %d attempts: %v", llm.ErrUnavailable, attempt, ae))
-				return
-			}
-			delay := p.backoff.Delay(attempt, ae.RetryAfter)
-			if !yield(llm.Event{Type: llm.EventRetry, Attempt: attempt, Delay: delay.Milliseconds(), Err: ae}, nil) {
-				return
-			}
-			if err := p.cfg.Sleep(ctx, delay); err != nil {
-				yield(llm.Event{}, err)
-				return
-			}
-		}
+		llm.Retries{Max: p.cfg.MaxRetries, Delay: p.backoff.Delay, Sleep: p.cfg.Sleep, Classify: classify}.Run(ctx, yield,
+			func() (*llm.Response, bool, error) { return p.attempt(ctx, params, yield) })
 	}
 }
 
