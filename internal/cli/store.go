@@ -294,7 +294,7 @@ func (a *app) teamStatusCmd() *cobra.Command {
 			for _, tk := range list {
 				st.Tasks[tk.Status]++
 			}
-			for _, name := range r.Recipients() {
+			for _, name := range r.Names() {
 				msgs, err := t.Mailbox().Peek(ctx, name)
 				if err != nil {
 					return withCode(ExitError, err)

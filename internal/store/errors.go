@@ -15,6 +15,8 @@ var (
 	// ErrUnknownMember: a message is addressed to a name that is not on the
 	// roster. The wrapped text lists the valid names.
 	ErrUnknownMember = errors.New("unknown member")
+	// ErrMemberGone: a message is addressed to a member that has shut down.
+	ErrMemberGone = errors.New("member has shut down")
 	// ErrMemberExists: a roster update adds a name twice.
 	ErrMemberExists = errors.New("member already exists")
 	// ErrInvalidMessage: a message lacks a required field or has an unknown type.

@@ -47,20 +47,33 @@ func NormalizeMemberName(name string) (string, error) {
 	return n, nil
 }
 
-// ResolveRecipient normalises name and checks it is the lead or a member of
-// r. The error for an unknown name lists the valid ones.
+// ResolveRecipient normalises name and checks it may be sent a message in
+// team r: the lead, or a member that has not shut down (ErrMemberGone). The
+// error for an unknown name lists the valid ones.
 func ResolveRecipient(r *Roster, name string) (string, error) {
+	n, err := ResolveMember(r, name)
+	if err != nil {
+		return "", err
+	}
+	if m, ok := r.Member(n); ok && n != LeadName && m.Status == StatusShutdown {
+		return "", fmt.Errorf("%w: %s in team %s has shut down and reads no more messages (members: %s)", ErrMemberGone, n, r.Name, strings.Join(r.Recipients(), ", "))
+	}
+	return n, nil
+}
+
+// ResolveMember normalises name and checks it has an inbox in team r: the
+// lead or a member, shut down or not.
+func ResolveMember(r *Roster, name string) (string, error) {
 	n, err := NormalizeName(name)
 	if err != nil {
 		return "", err
 	}
-	valid := r.Recipients()
-	for _, v := range valid {
+	for _, v := range r.Names() {
 		if v == n {
 			return n, nil
 		}
 	}
-	return "", fmt.Errorf("%w %q in team %s (members: %s)", ErrUnknownMember, name, r.Name, strings.Join(valid, ", "))
+	return "", fmt.Errorf("%w %q in team %s (members: %s)", ErrUnknownMember, name, r.Name, strings.Join(r.Recipients(), ", "))
 }
 
 // ResolveSender normalises name and checks it may send in team r: the lead,
@@ -73,7 +86,7 @@ func ResolveSender(r *Roster, name string) (string, error) {
 	if n == HumanName {
 		return n, nil
 	}
-	if _, err := ResolveRecipient(r, n); err != nil {
+	if _, err := ResolveMember(r, n); err != nil {
 		return "", fmt.Errorf("sender: %w", err)
 	}
 	return n, nil

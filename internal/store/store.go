@@ -164,6 +164,18 @@ func (r *Roster) Member(name string) (*Member, bool) {
 func (r *Roster) Recipients() []string {
 	names := []string{LeadName}
 	for _, m := range r.Members {
+		if m.Name != LeadName && m.Status != StatusShutdown {
+			names = append(names, m.Name)
+		}
+	}
+	return names
+}
+
+// Names returns the lead's name and every member's, shut down or not:
+// everyone who has an inbox.
+func (r *Roster) Names() []string {
+	names := []string{LeadName}
+	for _, m := range r.Members {
 		if m.Name != LeadName {
 			names = append(names, m.Name)
 		}

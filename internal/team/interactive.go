@@ -33,10 +33,9 @@ type Interactive struct {
 	interrupted bool               // the turn in progress was interrupted
 
 	// Touched by Run's goroutine only.
-	held         []store.Message // idle notifications not yet given to the lead
-	lastIdleOnly bool            // the last wake came from idle notifications alone
-	noteStop     bool            // tell the lead its last turn was interrupted
-	reported     string          // the team state last reported
+	waker    *leadWaker
+	noteStop bool   // tell the lead its last turn was interrupted
+	reported string // the team state last reported
 }
 
 // command is something the human asked of the lead.
@@ -73,7 +72,7 @@ func NewInteractive(s *Session, onUpdate func(Update)) *Interactive {
 	if onUpdate == nil {
 		onUpdate = func(Update) {}
 	}
-	return &Interactive{s: s, onUpdate: onUpdate, wake: make(chan struct{}, 1)}
+	return &Interactive{s: s, onUpdate: onUpdate, wake: make(chan struct{}, 1), waker: newLeadWaker(s)}
 }
 
 // Submit queues text for the lead; it is given to the lead as soon as the
@@ -185,7 +184,6 @@ func (i *Interactive) turn(ctx context.Context, w wakeup) error {
 		err := i.s.lead.Compact(tctx, w.focus)
 		u = Update{Kind: UpdateCompacted, Err: err}
 	} else {
-		i.lastIdleOnly = w.idleOnly
 		i.reported = ""
 		i.onUpdate(Update{Kind: UpdateTurnStart, Why: w.why})
 		r, err := i.s.runLead(tctx, w.input, w.idleOnly)
@@ -211,117 +209,87 @@ func (i *Interactive) turn(ctx context.Context, w wakeup) error {
 	return nil
 }
 
-// next waits for what should wake the lead: the human first, then its
-// inbox. Idle notifications are held and folded into the next wake; on
-// their own they wake the lead only when every teammate is idle and work
-// remains that none of them can take (as in a headless run).
+// next waits for what should wake the lead: the human first, then the team,
+// decided exactly as in a headless run (leadWaker). A team that is done,
+// stalled or waiting for the human does not end the session: it is
+// reported, and the human decides what comes next.
 func (i *Interactive) next(ctx context.Context) (wakeup, error) {
-	var (
-		watched store.Team
-		stop    context.CancelFunc = func() {}
-		inboxCh <-chan struct{}
-		boardCh <-chan struct{}
-	)
-	defer func() { stop() }()
+	quiet := false
 	for {
-		if c, ok := i.take(); ok {
-			if c.compact {
-				return wakeup{compact: true, focus: c.text}, nil
+		var human *wakeup
+		wk, err := i.waker.next(ctx, i.wake, func() (wake, bool) {
+			c, ok := i.take()
+			if !ok {
+				return wake{}, false
 			}
-			// UserPromptSubmit hooks may refuse the prompt or add to it.
-			extra, err := i.s.PromptHook(ctx, c.text)
-			if err != nil {
-				i.onUpdate(Update{Kind: UpdateTurnEnd, Err: err})
-				continue
+			w, ok := i.fromHuman(ctx, c)
+			if ok {
+				human = &w
 			}
-			var input []llm.Block
-			if i.noteStop {
-				input = append(input, llm.TextBlock("(The human interrupted your previous turn.)"))
-				i.noteStop = false
-			}
-			input = append(input, llm.TextBlock(c.text))
-			input = append(input, extra...)
-			if len(i.held) > 0 {
-				input = append(input, messageBlocks(i.held)...)
-				i.held = nil
-			}
-			return wakeup{input: input, why: "human"}, nil
-		}
-		t, err := i.s.Team()
+			return wake{}, ok
+		}, quiet)
 		if err != nil {
-			t = nil
+			return wakeup{}, err
 		}
-		if t != watched {
-			stop()
-			watched, inboxCh, boardCh = t, nil, nil
-			if t != nil {
-				wctx, cancel := context.WithCancel(ctx)
-				stop = cancel
-				if inboxCh, err = t.Mailbox().Watch(wctx, store.LeadName); err != nil {
-					return wakeup{}, err
-				}
-				if boardCh, err = t.Tasks().Watch(wctx); err != nil {
-					return wakeup{}, err
-				}
-			}
+		if human != nil {
+			return *human, nil
 		}
-		if t != nil {
-			w, ok, err := i.fromInbox(ctx, t)
-			if err != nil || ok {
-				return w, err
-			}
+		if wk.end != "" {
+			i.report(ctx, wk)
+			quiet = true // wait for the human, or for the team to change
+			continue
 		}
-		select {
-		case <-ctx.Done():
-			return wakeup{}, ctx.Err()
-		case <-i.wake:
-		case <-inboxCh:
-		case <-boardCh:
+		i.report(ctx, wake{})
+		quiet = false
+		if len(wk.messages) > 0 {
+			i.onUpdate(Update{Kind: UpdateToLead, Messages: wk.messages})
 		}
+		return wakeup{input: wk.input, why: wk.why, idleOnly: wk.idleOnly}, nil
 	}
 }
 
-// fromInbox takes what waits in the lead's inbox and decides whether it
-// wakes the lead.
-func (i *Interactive) fromInbox(ctx context.Context, t store.Team) (wakeup, bool, error) {
-	msgs, err := i.s.fetchLead(ctx, t)
+// fromHuman turns a queued command into the lead's next input; ok is
+// false when a UserPromptSubmit hook dropped the prompt.
+func (i *Interactive) fromHuman(ctx context.Context, c command) (wakeup, bool) {
+	if c.compact {
+		return wakeup{compact: true, focus: c.text}, true
+	}
+	// UserPromptSubmit hooks may refuse the prompt or add to it.
+	extra, err := i.s.PromptHook(ctx, c.text)
 	if err != nil {
-		return wakeup{}, false, err
+		i.onUpdate(Update{Kind: UpdateTurnEnd, Err: err})
+		return wakeup{}, false
 	}
-	var others []store.Message
-	for _, m := range msgs {
-		if m.Type == store.TypeIdleNotification {
-			i.held = append(i.held, m)
-		} else {
-			others = append(others, m)
-		}
+	var input []llm.Block
+	if i.noteStop {
+		input = append(input, llm.TextBlock("(The human interrupted your previous turn.)"))
+		i.noteStop = false
 	}
-	if len(others) > 0 {
-		i.onUpdate(Update{Kind: UpdateToLead, Messages: others})
-		in := messageBlocks(append(others, i.held...))
-		i.held = nil
-		return wakeup{input: in, why: "message from " + others[0].From}, true, nil
+	input = append(input, llm.TextBlock(c.text))
+	input = append(input, extra...)
+	if len(i.waker.held) > 0 {
+		input = append(input, messageBlocks(i.waker.held)...)
+		i.waker.held = nil
 	}
-	st, err := i.s.state(ctx, t)
-	if err != nil {
-		return wakeup{}, false, err
+	return wakeup{input: input, why: "human"}, true
+}
+
+// report tells the UI when the team's state changes between done, stalled,
+// waiting for the human and busy ("").
+func (i *Interactive) report(_ context.Context, wk wake) {
+	text := ""
+	switch wk.end {
+	case EndDone:
+		text = "done"
+	case EndStalled:
+		text = "stalled: " + wk.endWhy
+	case EndWaitingHuman:
+		text = "waiting for the human: " + wk.endWhy
 	}
-	report := ""
-	switch {
-	case st.stuck && len(i.held) > 0:
-		in := messageBlocks(i.held)
-		i.held = nil
-		return wakeup{input: in, why: "every teammate is idle", idleOnly: true}, true, nil
-	case st.stuck && i.lastIdleOnly:
-		report = "stalled: every teammate is idle and " + st.why
-	case st.done:
-		report = "done"
+	if text != i.reported {
+		i.reported = text
+		i.onUpdate(Update{Kind: UpdateTeam, Text: text})
 	}
-	if report != i.reported {
-		i.reported = report
-		i.onUpdate(Update{Kind: UpdateTeam, Text: report})
-	}
-	return wakeup{}, false, nil
 }
 
 // DeliveredMessages returns the inbox messages among blocks delivered to an

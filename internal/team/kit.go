@@ -44,11 +44,17 @@ func leadRegistry(b *binding, list *todo.List, skills *skill.Set, sub tool.TaskH
 }
 
 // teammateRegistry is a teammate's column: never Task, TeamCreate,
-// TeamDelete, TaskGet, Skill or the job tools.
+// TeamDelete, TaskGet or Skill. Unlike the seed's table, a teammate has
+// TaskOutput and TaskStop for its own background jobs: bash offers it
+// run_in_background, and a job it could start but never read or stop
+// would be a leak.
 func teammateRegistry(b *binding, list *todo.List) *tool.Registry {
 	r := tool.NewRegistry(tool.Builtins()...)
 	r.Add(tool.TodoWriteTool(list))
 	for _, t := range []tool.Tool{taskCreateTool{b}, taskUpdateTool{b}, taskListTool{b}, sendMessageTool{b}} {
+		r.Add(t)
+	}
+	for _, t := range tool.JobTools() {
 		r.Add(t)
 	}
 	r.Add(tool.CompactTool())

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,10 +71,10 @@ type Member struct {
 	shutdownReqs map[string]string    // unanswered shutdown request_id -> requester
 	stopAfter    bool                 // a shutdown was approved: stop at the next boundary
 	stopRun      context.CancelFunc
-	nudged       map[string]bool // own unfinished tasks already nudged this idle period
-	goIdle       string          // the summary of the turn that just ended, for the idle notification
-	shutDown     bool            // the roster already says shutdown
-	chain        agent.Gate      // guard, PreToolUse hooks, permission policy
+	nudged       map[string]int // own unfinished tasks: reminders given since the last message
+	goIdle       string         // the summary of the turn that just ended, for the idle notification
+	shutDown     bool           // the roster already says shutdown
+	chain        agent.Gate     // guard, PreToolUse hooks, permission policy
 	ids          requestIDs
 	who          hook.Who
 	currentTask  string // the task the member works on, for usage
@@ -100,7 +101,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	m := &Member{
 		cfg: cfg, team: cfg.Team, name: me.Name, role: me.Role, plan: me.PlanModeRequired, mode: me.PermissionMode,
 		jobs: tool.NewJobs(), events: make(chan struct{}, 1), budget: newBudgets(cfg.Team, cfg.Workspace.Dir()),
-		permWaiting: map[string]chan bool{}, shutdownReqs: map[string]string{}, nudged: map[string]bool{},
+		permWaiting: map[string]chan bool{}, shutdownReqs: map[string]string{}, nudged: map[string]int{},
 	}
 	model := me.Model
 	if model == "" {
@@ -611,20 +612,31 @@ func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, e
 	}
 	for _, t := range own {
 		m.mu.Lock()
-		done := m.nudged[t.ID]
-		m.nudged[t.ID] = true
+		n := m.nudged[t.ID]
+		m.nudged[t.ID] = n + 1
 		m.mu.Unlock()
-		if !done {
-			m.mu.Lock()
-			m.currentTask = t.ID
-			approved := m.plan && m.planApproved
-			m.mu.Unlock()
-			blocks := []llm.Block{llm.TextBlock(taskText(t, "You still own unfinished"))}
-			if approved {
-				blocks = append(blocks, llm.TextBlock("Your plan has been approved: go ahead with the work."))
-			}
-			return blocks, "resume task #" + t.ID, false, nil
+		if n >= MaxReminders {
+			// Reminded enough: the task goes back to the board for
+			// someone else, and the lead hears of it.
+			m.handBack(ctx, t, fmt.Sprintf("after %d reminders it was still unfinished", MaxReminders))
+			continue
 		}
+		m.mu.Lock()
+		m.currentTask = t.ID
+		approved := m.plan && m.planApproved
+		m.mu.Unlock()
+		head := "You still own unfinished"
+		if n > 0 {
+			head = fmt.Sprintf("Reminder %d (after %d it goes back to the board): you ended your turn but still own unfinished", n, MaxReminders)
+		}
+		blocks := []llm.Block{llm.TextBlock(taskText(t, head))}
+		if n > 0 {
+			blocks = append(blocks, llm.TextBlock("Finish it and mark it completed with TaskUpdate, or give it back (TaskUpdate status pending, owner \"\") and tell the lead why. You claim nothing new while you own it."))
+		}
+		if approved {
+			blocks = append(blocks, llm.TextBlock("Your plan has been approved: go ahead with the work."))
+		}
+		return blocks, "resume task #" + t.ID, false, nil
 	}
 	t, err := m.claim(ctx)
 	if err != nil {
@@ -650,8 +662,10 @@ func (m *Member) approveShutdown(ctx context.Context, req store.Message, reason 
 	// The roster says shutdown before the requester hears the answer, so
 	// whoever acts on the answer sees the member gone.
 	m.markShutdown(ctx, "shutdown approved")
+	content := fmt.Sprintf("%s approves the shutdown (%s).", m.name, reason)
+	content += handedBackNote(m.handBackAll(ctx, "its owner shut down"))
 	m.send(ctx, store.Message{Type: store.TypeShutdownResponse, To: to, RequestID: req.RequestID, Approve: &yes, Reason: reason,
-		Content: fmt.Sprintf("%s approves the shutdown (%s).", m.name, reason)})
+		Content: content})
 	m.journal(ctx, "protocol", map[string]any{"kind": "shutdown", "request_id": req.RequestID, "member": m.name, "approve": true, "reason": reason})
 	// The request itself is consumed: ack everything handed out, after
 	// noting in the transcript what the member will never read.
@@ -669,6 +683,101 @@ func (m *Member) approveShutdown(ctx context.Context, req store.Message, reason 
 			m.cfg.Logger.Warn("ack", "member", m.name, "err", err)
 		}
 	}
+}
+
+// MaxReminders bounds how often an idle teammate is reminded of a task it
+// owns and left unfinished before the task goes back to the board.
+const MaxReminders = 3
+
+// handBack gives task t back to the board (pending, unowned) if this member
+// still holds it in progress, and tells the lead why.
+func (m *Member) handBack(ctx context.Context, t store.Task, why string) bool {
+	if !m.release(ctx, t.ID) {
+		return false
+	}
+	m.send(ctx, store.Message{Type: store.TypeMessage, To: store.LeadName, Summary: "gave back task #" + t.ID,
+		Content: fmt.Sprintf("Task #%s (%s) went back to the board unowned: %s.", t.ID, t.Subject, why)})
+	return true
+}
+
+// release puts task id back on the board if this member holds it in
+// progress, and journals it.
+func (m *Member) release(ctx context.Context, id string) bool {
+	freed := false
+	_, err := m.team.Tasks().Update(context.WithoutCancel(ctx), id, func(x *store.Task) error {
+		if x.Owner == m.name && x.Status == store.TaskInProgress {
+			x.Owner, x.Status = "", store.TaskPending
+			markHandedBack(x, m.name)
+			freed = true
+		}
+		return nil
+	})
+	if err != nil {
+		m.cfg.Logger.Warn("hand back task", "member", m.name, "task", id, "err", err)
+		return false
+	}
+	if freed {
+		m.mu.Lock()
+		if m.currentTask == id {
+			m.currentTask = ""
+		}
+		m.mu.Unlock()
+		m.journal(ctx, "hand_back", map[string]any{"member": m.name, "task": id})
+	}
+	return freed
+}
+
+// handedBackKey is the task metadata that lists the members who gave the
+// task back unfinished. They never claim it again by themselves (the lead
+// may still assign it to them), so a member cannot loop on a task it
+// cannot finish, and the lead's view of who can take a task agrees with
+// the members' own, across processes and restarts.
+const handedBackKey = "handed_back_by"
+
+func handedBackBy(t store.Task, name string) bool {
+	list, _ := t.Metadata[handedBackKey].([]any)
+	for _, v := range list {
+		if v == name {
+			return true
+		}
+	}
+	return false
+}
+
+func markHandedBack(t *store.Task, name string) {
+	if handedBackBy(*t, name) {
+		return
+	}
+	if t.Metadata == nil {
+		t.Metadata = map[string]any{}
+	}
+	list, _ := t.Metadata[handedBackKey].([]any)
+	t.Metadata[handedBackKey] = append(list, name)
+}
+
+// handBackAll releases every task this member holds in progress (it is
+// shutting down) and returns their ids.
+func (m *Member) handBackAll(ctx context.Context, why string) []string {
+	own, err := m.ownUnfinished(context.WithoutCancel(ctx))
+	if err != nil {
+		m.cfg.Logger.Warn("hand back tasks", "member", m.name, "err", err)
+		return nil
+	}
+	var out []string
+	for _, t := range own {
+		if m.release(ctx, t.ID) {
+			out = append(out, t.ID)
+		}
+	}
+	return out
+}
+
+// handedBackNote is what a shutdown answer adds when tasks went back.
+func handedBackNote(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" Unfinished task #%s went back to the board, unowned.", strings.Join(ids, ", #"))
 }
 
 // ownUnfinished returns the tasks in progress that this member owns.
@@ -696,7 +805,7 @@ func (m *Member) claim(ctx context.Context) (*store.Task, error) {
 	sort.Slice(tasks, func(i, j int) bool { return store.TaskNum(tasks[i].ID) < store.TaskNum(tasks[j].ID) })
 	me := store.Member{Name: m.name, Role: m.role}
 	for _, t := range tasks {
-		if t.Claimable() != nil || !roleFits(t, me) {
+		if t.Claimable() != nil || !roleFits(t, me) || handedBackBy(t, m.name) {
 			continue
 		}
 		got, err := m.team.Tasks().Claim(ctx, t.ID, m.name)
@@ -732,6 +841,9 @@ func (m *Member) permMode() permission.Mode {
 // then the artifact guard, the PreToolUse hooks and the permission policy.
 // A call that needs permission becomes a permission_request to the lead.
 func (m *Member) gate(ctx context.Context, c agent.Call) agent.Decision {
+	if m.stopping() {
+		return agent.Decision{Reason: "you approved your shutdown earlier in this reply, so your run is over and nothing after it runs"}
+	}
 	if m.permMode() == permission.Plan && permission.Writes(c.Name) {
 		return agent.Decision{Reason: "plan mode: this tool is refused until the lead approves your plan (send it with SendMessage type plan_approval_request)"}
 	}

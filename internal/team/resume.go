@@ -102,14 +102,16 @@ func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 			input = append(input, llm.TextBlock(formatMessage(p)))
 		}
 	}
+	w := newLeadWaker(s)
+	idleOnly := false
 	if input == nil {
-		var done bool
-		input, _, done, err = s.waitLead(ctx, false)
-		if err != nil || done {
-			return s.result(res), err
+		wk, err := w.next(ctx, nil, nil, false)
+		if err != nil || wk.end != "" {
+			return s.finish(res, wk, err)
 		}
+		input, idleOnly = wk.input, wk.idleOnly
 	}
-	return s.loop(ctx, res, input, false)
+	return s.loop(ctx, w, res, input, idleOnly)
 }
 
 // markStarted gives members that were just started again a fresh heartbeat
@@ -146,9 +148,9 @@ func (s *Session) markStarted(ctx context.Context, t store.Team, names []string)
 	}
 }
 
-// loop runs the lead on input and then on whatever wakes it, until the lead
-// has finished and the team is done.
-func (s *Session) loop(ctx context.Context, res *Result, input []llm.Block, idleOnly bool) (*Result, error) {
+// loop runs the lead on input and then on whatever wakes it, until the run
+// ends in one of the End states.
+func (s *Session) loop(ctx context.Context, w *leadWaker, res *Result, input []llm.Block, idleOnly bool) (*Result, error) {
 	s.cfg.Pacer.Enter(ctx, store.LeadName)
 	defer s.cfg.Pacer.Leave(store.LeadName)
 	s.jobs.SetPacing(jobPacing(ctx, s.cfg.Pacer, store.LeadName))
@@ -158,14 +160,28 @@ func (s *Session) loop(ctx context.Context, res *Result, input []llm.Block, idle
 			res.Text = r.Text
 		}
 		if err != nil {
-			return s.result(res), err
+			return s.finish(res, wake{}, err)
 		}
-		var done bool
-		input, idleOnly, done, err = s.waitLead(ctx, idleOnly)
-		if err != nil || done {
-			return s.result(res), err
+		wk, err := w.next(ctx, nil, nil, false)
+		if err != nil || wk.end != "" {
+			return s.finish(res, wk, err)
 		}
+		input, idleOnly = wk.input, wk.idleOnly
 	}
+}
+
+// finish fills in how the run ended. A stall is an error (ErrStalled) that
+// carries its explanation.
+func (s *Session) finish(res *Result, wk wake, err error) (*Result, error) {
+	res = s.result(res)
+	if err == nil && wk.end == EndStalled {
+		err = fmt.Errorf("%w: %s", ErrStalled, wk.endWhy)
+	}
+	res.End, res.Why = wk.end, wk.endWhy
+	if err != nil {
+		res.End = endOf(err)
+	}
+	return res, err
 }
 
 // running reports whether member m still runs somewhere: its heartbeat is

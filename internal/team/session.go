@@ -361,6 +361,11 @@ type Result struct {
 	Team  string
 	Stats Stats
 	Usage llm.Usage
+	// End is how the run ended; Why explains a stall (which tasks nobody
+	// can claim, which are owned by members who are gone, who waits on
+	// whom) or what the human must answer.
+	End End
+	Why string
 }
 
 // RunHeadless gives the lead the goal and keeps the team going until the
@@ -373,7 +378,7 @@ func (s *Session) RunHeadless(ctx context.Context, goal string) (*Result, error)
 		return res, err
 	}
 	input := append([]llm.Block{llm.TextBlock(goal)}, extra...)
-	return s.loop(ctx, res, input, false)
+	return s.loop(ctx, newLeadWaker(s), res, input, false)
 }
 
 func (s *Session) result(r *Result) *Result {
@@ -449,77 +454,6 @@ func (s *Session) PromptHook(ctx context.Context, prompt string) ([]llm.Block, e
 		}
 	}
 	return extra, nil
-}
-
-// waitLead blocks until something should wake the lead and returns what to
-// give it. Messages wake it at once, with any idle notifications folded in.
-// Idle notifications alone wake it only when every teammate is idle and
-// work remains that none of them can take; when nothing remains, the team
-// is done.
-func (s *Session) waitLead(ctx context.Context, lastIdleOnly bool) (input []llm.Block, idleOnly, done bool, err error) {
-	t, err := s.Team()
-	if errors.Is(err, ErrNoTeam) {
-		return nil, false, true, nil
-	}
-	mb := t.Mailbox()
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	inboxCh, err := mb.Watch(wctx, store.LeadName)
-	if err != nil {
-		return nil, false, false, err
-	}
-	boardCh, err := t.Tasks().Watch(wctx)
-	if err != nil {
-		return nil, false, false, err
-	}
-	var idle []store.Message
-	// Liveness is checked on a slow tick: a dead member sends no event.
-	alive := time.NewTicker(Lease / 2)
-	defer alive.Stop()
-	for {
-		if notice, ok := s.reapDead(ctx, t); ok {
-			return append([]llm.Block{notice}, messageBlocks(idle)...), false, false, nil
-		}
-		msgs, err := s.fetchLead(ctx, t)
-		if err != nil {
-			return nil, false, false, err
-		}
-		var others []store.Message
-		for _, m := range msgs {
-			if m.Type == store.TypeIdleNotification {
-				idle = append(idle, m)
-			} else {
-				others = append(others, m)
-			}
-		}
-		if len(others) > 0 {
-			return messageBlocks(append(others, idle...)), false, false, nil
-		}
-		st, err := s.state(ctx, t)
-		if err != nil {
-			return nil, false, false, err
-		}
-		switch {
-		case st.done:
-			return nil, false, true, nil
-		case st.stuck && len(idle) > 0:
-			return messageBlocks(idle), true, false, nil
-		case st.stuck && lastIdleOnly:
-			return nil, false, true, fmt.Errorf("%w: every teammate is idle and %s", ErrStalled, st.why)
-		}
-		if _, err := s.cfg.Pacer.Wait(ctx, store.LeadName, func(ctx context.Context) int {
-			select {
-			case <-ctx.Done():
-				return -1
-			case <-inboxCh:
-			case <-boardCh:
-			case <-alive.C:
-			}
-			return 0
-		}); err != nil {
-			return nil, false, false, err
-		}
-	}
 }
 
 // fetchLead takes what waits in the lead's inbox without blocking, and
@@ -676,79 +610,6 @@ func (s *Session) leadBoundary(ctx context.Context, _ []string) []llm.Block {
 		return nil
 	}
 	return messageBlocks(msgs)
-}
-
-// teamState is what the lead's wait needs to know of the team.
-type teamState struct {
-	done  bool   // every member shut down, or idle with no open task
-	stuck bool   // every member idle, open tasks that no idle member can take
-	why   string // for stuck: what remains
-}
-
-func (s *Session) state(ctx context.Context, t store.Team) (teamState, error) {
-	r, err := t.ReadRoster(ctx)
-	if err != nil {
-		return teamState{}, err
-	}
-	var live []store.Member
-	now := time.Now()
-	for _, m := range r.Members {
-		if m.Status != store.StatusShutdown && !Dead(m, now) {
-			live = append(live, m)
-		}
-	}
-	for _, m := range live {
-		if m.Status != store.StatusIdle {
-			return teamState{}, nil
-		}
-	}
-	// A shutdown the lead asked for is not over until its answer is in:
-	// the member says shutdown in the roster just before it answers.
-	s.mu.Lock()
-	for id, name := range s.awaiting {
-		if m, ok := r.Member(name); !ok || Dead(*m, now) {
-			delete(s.awaiting, id) // no answer will come
-		}
-	}
-	waiting := len(s.awaiting) > 0
-	s.mu.Unlock()
-	if waiting {
-		return teamState{}, nil
-	}
-	// An idle member with mail waiting is about to wake.
-	for _, m := range live {
-		waiting, err := t.Mailbox().Peek(ctx, m.Name)
-		if err != nil {
-			return teamState{}, err
-		}
-		if len(waiting) > 0 {
-			return teamState{}, nil
-		}
-	}
-	tasks, err := t.Tasks().List(ctx)
-	if err != nil {
-		return teamState{}, err
-	}
-	var open []string
-	for _, task := range tasks {
-		if task.Status == store.TaskPending || task.Status == store.TaskInProgress {
-			open = append(open, "#"+task.ID)
-			if task.Claimable() == nil {
-				for _, m := range live {
-					if roleFits(task, m) {
-						return teamState{}, nil // someone will claim it
-					}
-				}
-			}
-		}
-	}
-	if len(open) == 0 {
-		return teamState{done: true}, nil
-	}
-	if len(live) == 0 {
-		return teamState{stuck: true, why: fmt.Sprintf("no teammate is left for tasks %s", strings.Join(open, ", "))}, nil
-	}
-	return teamState{stuck: true, why: fmt.Sprintf("tasks %s are open but none can be claimed", strings.Join(open, ", "))}, nil
 }
 
 // roleFits reports whether member m may take task t: a task may reserve

@@ -400,8 +400,10 @@ func (b *binding) sendMessage(ctx context.Context, a sendMessageArgs) (string, e
 		}
 		a.Recipient = from
 		if *a.Approve {
-			// The roster says shutdown before the requester hears it.
+			// The roster says shutdown before the requester hears it, and
+			// the tasks it leaves go back to the board.
 			m.markShutdown(ctx, "shutdown approved")
+			msg.Content += handedBackNote(m.handBackAll(ctx, "its owner shut down"))
 		}
 	case store.TypePlanApprovalRequest:
 		if b.member == nil {
@@ -456,7 +458,7 @@ func (b *binding) sendMessage(ctx context.Context, a sendMessageArgs) (string, e
 			b.member.mu.Lock()
 			b.member.stopAfter = true
 			b.member.mu.Unlock()
-			return "Shutdown approved; you stop now.", nil
+			return "Shutdown approved; you stop now. Any other tool call in this reply is not run.", nil
 		}
 		return "Shutdown refused; keep working.", nil
 	case store.TypePlanApprovalResponse, store.TypePermissionResponse:

@@ -174,7 +174,7 @@ func (mb *mailbox) member(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return store.ResolveRecipient(&r, name)
+	return store.ResolveMember(&r, name)
 }
 
 // reader is the in-process state of an inbox's reader.
