@@ -47,6 +47,8 @@ func endOf(err error) End {
 // happened to arrive.
 type assessment struct {
 	busy bool // something is still moving: wait for it
+	// busyWhy says what moves, for logs and a UI's status line.
+	busyWhy string
 	done bool // every member shut down, or idle with nothing left to do
 	// problems say why the team cannot go on by itself: tasks nobody can
 	// claim, tasks owned by members who are gone, members waiting on the
@@ -55,6 +57,8 @@ type assessment struct {
 	// human: members wait for answers only the human can give.
 	human []string
 }
+
+func busy(why string) (assessment, error) { return assessment{busy: true, busyWhy: why}, nil }
 
 func (a assessment) stuck() bool { return !a.busy && !a.done && len(a.problems) > 0 }
 
@@ -89,15 +93,16 @@ func (s *Session) assess(ctx context.Context, t store.Team) (assessment, error) 
 			delete(s.awaiting, id)
 		}
 	}
-	awaitingShutdown := len(s.awaiting) > 0
+	awaiting := map[string]bool{} // members whose answer to a shutdown request is due
+	for _, name := range s.awaiting {
+		awaiting[name] = true
+	}
 	asked := map[string][]store.Message{} // member -> its requests the lead has not answered
 	for _, req := range s.requests {
 		asked[req.From] = append(asked[req.From], req)
 	}
 	s.mu.Unlock()
-	if awaitingShutdown {
-		return assessment{busy: true}, nil
-	}
+	stuckOnAnswer := map[string]bool{} // live members waiting for an answer that has not come
 	for _, m := range live {
 		switch m.Status {
 		case store.StatusIdle:
@@ -107,26 +112,39 @@ func (s *Session) assess(ctx context.Context, t store.Team) (assessment, error) 
 				// Its request is on its way to the lead, or with the human.
 				if s.cfg.HumanRequests != nil {
 					a.human = append(a.human, m.Name)
+					stuckOnAnswer[m.Name] = true
 					continue
 				}
-				return assessment{busy: true}, nil
+				return busy(m.Name + "'s request is on its way")
 			}
+			stuckOnAnswer[m.Name] = true
 			for _, req := range reqs {
 				a.problems = append(a.problems, fmt.Sprintf("%s waits for your answer to its %s (request_id %s)",
 					m.Name, strings.ReplaceAll(req.Type, "_", " "), req.RequestID))
 			}
 		default:
-			return assessment{busy: true}, nil // working
+			return busy(m.Name + " is working")
 		}
 	}
-	// An idle member with mail waiting is about to wake.
-	for name := range live {
+	for name := range awaiting {
+		// A member blocked on the lead's answer cannot answer a shutdown
+		// request until it has it: that wait is the problem already.
+		if !stuckOnAnswer[name] {
+			return busy(name + "'s answer to a shutdown request is due")
+		}
+	}
+	// An idle member with mail waiting is about to wake (one blocked on an
+	// answer reads nothing else until it has it).
+	for name, m := range live {
+		if m.Status != store.StatusIdle {
+			continue
+		}
 		waiting, err := t.Mailbox().Peek(ctx, name)
 		if err != nil {
 			return assessment{}, err
 		}
 		if len(waiting) > 0 {
-			return assessment{busy: true}, nil
+			return busy(name + " has mail to read")
 		}
 	}
 	tasks, err := t.Tasks().List(ctx)
@@ -148,15 +166,19 @@ func (s *Session) assess(ctx context.Context, t store.Team) (assessment, error) 
 			if how, ok := gone[task.Owner]; ok {
 				a.problems = append(a.problems, fmt.Sprintf("task #%s is in progress with %s, who %s", task.ID, task.Owner, how))
 			} else if _, ok := live[task.Owner]; ok {
-				// An idle owner is reminded of its task by its own loop,
-				// and hands it back when it will not finish it.
-				return assessment{busy: true}, nil
+				if stuckOnAnswer[task.Owner] {
+					continue // its owner's wait is already a problem
+				}
+				// A working owner is on it; an idle one is reminded of it
+				// by its own loop, and hands it back when it will not
+				// finish it.
+				return busy(task.Owner + " holds task #" + task.ID)
 			} else {
 				a.problems = append(a.problems, fmt.Sprintf("task #%s is in progress with %q, who is not on the team", task.ID, task.Owner))
 			}
 		case task.Owner != "":
 			if _, ok := live[task.Owner]; ok {
-				return assessment{busy: true}, nil // assigned: its owner will take it up
+				return busy(task.Owner + " was assigned task #" + task.ID)
 			}
 			a.problems = append(a.problems, fmt.Sprintf("task #%s is assigned to %s, who %s", task.ID, task.Owner, orNotOnTeam(gone[task.Owner])))
 		case len(task.BlockedBy) > 0:
@@ -169,7 +191,7 @@ func (s *Session) assess(ctx context.Context, t store.Team) (assessment, error) 
 		default:
 			fits, gaveBack := false, false
 			for _, m := range live {
-				if !roleFits(task, m) {
+				if !roleFits(task, m) || stuckOnAnswer[m.Name] {
 					continue
 				}
 				if handedBackBy(task, m.Name) {
@@ -180,7 +202,7 @@ func (s *Session) assess(ctx context.Context, t store.Team) (assessment, error) 
 				break
 			}
 			if fits {
-				return assessment{busy: true}, nil // someone will claim it
+				return busy("task #" + task.ID + " is claimable")
 			}
 			switch want, _ := task.Metadata["role"].(string); {
 			case gaveBack:
@@ -265,6 +287,9 @@ func (w *leadWaker) poll(ctx context.Context, t store.Team) (wake, bool, error) 
 	a, err := s.assess(ctx, t)
 	if err != nil {
 		return wake{}, false, err
+	}
+	if s.cfg.Logger != nil {
+		s.cfg.Logger.Debug("lead wait", "busy", a.busyWhy, "done", a.done, "problems", a.problems)
 	}
 	switch {
 	case a.done:

@@ -623,6 +623,11 @@ func (t taskUpdateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 		}
 		task.Blocks = appendNew(task.Blocks, args.AddBlocks)
 		task.BlockedBy = appendNew(task.BlockedBy, args.AddBlockedBy)
+		if !t.b.lead && before.Owner == t.b.self && task.Owner == "" && task.Status == store.TaskPending {
+			// A teammate gave its task back: it will not claim it again by
+			// itself, or it would take it straight back.
+			markHandedBack(task, t.b.self)
+		}
 		return nil
 	})
 	if err != nil {
