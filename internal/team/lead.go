@@ -49,7 +49,7 @@ type assessment struct {
 	busy bool // something is still moving: wait for it
 	// busyWhy says what moves, for logs and a UI's status line.
 	busyWhy string
-	done bool // every member shut down, or idle with nothing left to do
+	done    bool // every member shut down, or idle with nothing left to do
 	// problems say why the team cannot go on by itself: tasks nobody can
 	// claim, tasks owned by members who are gone, members waiting on the
 	// lead. Sorted, one line each.
