@@ -247,6 +247,7 @@ func (a *app) agentCmd() *cobra.Command {
 		teamName, name, model string
 		maxTurns, maxRetries  int
 		keyFD                 int
+		keyFile               string
 		idleTimeout           time.Duration
 		pf                    providerFlags
 	)
@@ -260,9 +261,10 @@ also be started by hand, on any machine that shares the state directory.
 The team's messages are signed with its secret key. The lead hands the key to
 the processes it starts on an inherited descriptor (--key-fd); started by
 hand, the agent reads the team's key file itself, from
-$XDG_STATE_HOME/troupe/keys (default ~/.local/state/troupe/keys), and refuses
-to run when there is none: unsigned, its answers would be refused as
-forgeries, and it could not tell the lead's answers from forged ones.`,
+$XDG_STATE_HOME/troupe/keys (default ~/.local/state/troupe/keys), or the copy
+--key-file names (on another machine), and refuses to run without one:
+unsigned, its answers would be refused as forgeries, and it could not tell the
+lead's answers from forged ones.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if teamName == "" || name == "" {
 				return withCode(ExitUsage, errors.New("--team and --name are required"))
@@ -285,10 +287,16 @@ forgeries, and it could not tell the lead's answers from forged ones.`,
 				return withCode(ExitError, err)
 			}
 			var key []byte
-			if keyFD >= 0 {
+			switch {
+			case keyFD >= 0:
 				key, err = teamkey.ReadFD(keyFD)
-			} else if key, err = e.keys.Load(t.Name()); errors.Is(err, teamkey.ErrNoKey) {
-				err = fmt.Errorf("%w; start teammates through the lead (--teammate-mode process, troupe resume %s)", err, t.Name())
+			case keyFile != "":
+				key, err = teamkey.ReadFile(keyFile)
+			default:
+				key, err = e.keys.Load(t.Name())
+			}
+			if errors.Is(err, teamkey.ErrNoKey) {
+				err = fmt.Errorf("%w; start teammates through the lead (--teammate-mode process, troupe resume %s), or give a copy of the key with --key-file", err, t.Name())
 			}
 			if err != nil {
 				return withCode(ExitError, fmt.Errorf("team key: %w", err))
@@ -309,6 +317,7 @@ forgeries, and it could not tell the lead's answers from forged ones.`,
 	cmd.Flags().IntVar(&maxTurns, "max-turns", 0, "bound the model calls of each turn (0: none)")
 	cmd.Flags().IntVar(&maxRetries, "max-retries", 5, "retries of a failed model call")
 	cmd.Flags().IntVar(&keyFD, "key-fd", -1, "read the team's key from this inherited file descriptor (the lead passes it); default: the team's key file")
+	cmd.Flags().StringVar(&keyFile, "key-file", "", "read the team's key from this file (mode 0600; a copy of the team's key on another machine)")
 	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", 0, "exit after this long idle (0: stay until shut down)")
 	pf.add(cmd.Flags())
 	return cmd

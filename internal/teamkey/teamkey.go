@@ -147,24 +147,35 @@ func (k *Keys) Load(team string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(path)
+	key, err := ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("team %s: %w (looked in %s)", team, ErrNoKey, path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("team %s: read key: %w", team, err)
+		return nil, fmt.Errorf("team %s: %w", team, err)
+	}
+	return key, nil
+}
+
+// ReadFile reads a key file (a copy of a team's, for an agent on another
+// machine). A file that other users could read is refused: whoever read it
+// could forge.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read key: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("team %s: read key: %w", team, err)
+		return nil, fmt.Errorf("read key: %w", err)
 	}
 	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("team %s: %w: %s has mode %v, want 0600", team, ErrBadKey, path, st.Mode().Perm())
+		return nil, fmt.Errorf("%w: %s has mode %v, want 0600", ErrBadKey, path, st.Mode().Perm())
 	}
 	key, err := readKey(f)
 	if err != nil {
-		return nil, fmt.Errorf("team %s: %s: %w", team, path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return key, nil
 }
