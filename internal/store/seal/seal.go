@@ -254,14 +254,15 @@ func (mb *mailbox) reader(name string) *reader {
 	return r
 }
 
-// seal resolves m's names as the store will, fills in what the store would
-// fill in, and signs the result.
-func (mb *mailbox) seal(r *store.Roster, m *store.Message) error {
-	to, err := store.ResolveRecipient(r, m.To)
+// seal normalises m's names as the store will, fills in what the store
+// would fill in, and signs the result. Whether the names are on the roster
+// is the store's to check, with its own errors.
+func (mb *mailbox) seal(m *store.Message) error {
+	to, err := store.NormalizeName(m.To)
 	if err != nil {
 		return fmt.Errorf("send: %w", err)
 	}
-	from, err := store.ResolveSender(r, m.From)
+	from, err := store.NormalizeName(m.From)
 	if err != nil {
 		return fmt.Errorf("send to %s: %w", to, err)
 	}
@@ -281,11 +282,7 @@ func (mb *mailbox) seal(r *store.Roster, m *store.Message) error {
 }
 
 func (mb *mailbox) Send(ctx context.Context, m store.Message) (store.Message, error) {
-	r, err := mb.team.ReadRoster(ctx)
-	if err != nil {
-		return store.Message{}, fmt.Errorf("send: %w", err)
-	}
-	if err := mb.seal(&r, &m); err != nil {
+	if err := mb.seal(&m); err != nil {
 		return store.Message{}, err
 	}
 	return mb.inner.Send(ctx, m)
@@ -313,7 +310,7 @@ func (mb *mailbox) Broadcast(ctx context.Context, m store.Message) ([]store.Mess
 		}
 		c := m
 		c.To, c.ID, c.MAC = to, "", ""
-		if err := mb.seal(&r, &c); err != nil {
+		if err := mb.seal(&c); err != nil {
 			return out, err
 		}
 		sent, err := mb.inner.Send(ctx, c)
