@@ -112,8 +112,18 @@ func toolInput(raw json.RawMessage) string {
 	return string(b)
 }
 
-// Sign sets m.MAC for team under key.
+// Sign sets m.MAC for team under key. It first puts m in the form a JSON
+// round trip gives back (invalid UTF-8 becomes U+FFFD), which is the form
+// a reader finds in the store: signed as it was, such a message would be
+// refused.
 func Sign(key []byte, team string, m *store.Message) {
+	m.MAC = ""
+	if b, err := json.Marshal(m); err == nil {
+		var n store.Message
+		if json.Unmarshal(b, &n) == nil {
+			*m = n
+		}
+	}
 	m.MAC = hex.EncodeToString(sum(key, team, m))
 }
 
