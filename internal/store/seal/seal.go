@@ -44,6 +44,9 @@ var (
 	// ErrWrongInbox: a signed message was found in an inbox it was not sent
 	// to (copied from another).
 	ErrWrongInbox = errors.New("signed for another inbox")
+	// ErrReplay: a signed protocol message this reader was handed before
+	// came again (a copy of the line appended anew).
+	ErrReplay = errors.New("replayed: already delivered")
 )
 
 // Protocol reports whether messages of type typ change what their reader's
@@ -163,8 +166,8 @@ type Forgery struct {
 	Inbox string
 	// Message is the message as found; its From is only a claim.
 	Message store.Message
-	// Err says why it was refused (wraps ErrNoMAC, ErrBadMAC or
-	// ErrWrongInbox).
+	// Err says why it was refused (wraps ErrNoMAC, ErrBadMAC,
+	// ErrWrongInbox or ErrReplay).
 	Err error
 }
 
@@ -246,6 +249,10 @@ type mailbox struct {
 type reader struct {
 	mu     sync.Mutex
 	handed []handed
+	// protocol holds the ids of the protocol messages handed out, so that
+	// a signed one captured from the inbox and appended again later binds
+	// nothing twice. (After a restart the reader's transcript does this.)
+	protocol map[string]bool
 }
 
 type handed struct {
@@ -258,7 +265,7 @@ func (mb *mailbox) reader(name string) *reader {
 	defer mb.mu.Unlock()
 	r, ok := mb.readers[name]
 	if !ok {
-		r = &reader{}
+		r = &reader{protocol: map[string]bool{}}
 		mb.readers[name] = r
 	}
 	return r
@@ -350,7 +357,14 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 		var forged []Forgery
 		rd.mu.Lock()
 		for _, m := range msgs {
-			if cerr := check(mb.key, mb.team.Name(), inbox, &m); cerr != nil {
+			cerr := check(mb.key, mb.team.Name(), inbox, &m)
+			if cerr == nil && Protocol(m.Type) {
+				if rd.protocol[m.ID] {
+					cerr = ErrReplay
+				}
+				rd.protocol[m.ID] = true
+			}
+			if cerr != nil {
 				forged = append(forged, Forgery{Inbox: inbox, Message: m, Err: cerr})
 				rd.handed = append(rd.handed, handed{id: m.ID, forged: true})
 				continue

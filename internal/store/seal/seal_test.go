@@ -361,6 +361,61 @@ func TestForgedTailConsumed(t *testing.T) {
 	}
 }
 
+// echoTeam's mailbox hands out again, on demand, a message it handed out
+// before: a replay that reaches the sealed view past the store's own
+// (bounded) de-duplication.
+type echoTeam struct {
+	store.Team
+	mb *echoMailbox
+}
+
+func (t echoTeam) Mailbox() store.Mailbox { return t.mb }
+
+type echoMailbox struct {
+	store.Mailbox
+	again []store.Message
+}
+
+func (mb *echoMailbox) Receive(ctx context.Context, member string) ([]store.Message, error) {
+	if len(mb.again) > 0 {
+		out := mb.again
+		mb.again = nil
+		return out, nil
+	}
+	return mb.Mailbox.Receive(ctx, member)
+}
+
+// TestReplayRefused: a signed protocol message handed out once is refused
+// when it comes again (a captured line appended anew).
+func TestReplayRefused(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, key)
+	echo := &echoMailbox{Mailbox: e.raw.Mailbox()}
+	var forged []seal.Forgery
+	sealed := seal.Team(echoTeam{Team: e.raw, mb: echo}, key, seal.Options{OnForgery: func(_ context.Context, f []seal.Forgery) { forged = append(forged, f...) }})
+	if _, err := sealed.Mailbox().Send(ctx, store.Message{Type: store.TypeShutdownRequest, From: store.LeadName, To: "alice", RequestID: "shutdown-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sealed.Mailbox().Send(ctx, store.Message{From: "bob", To: "alice", Content: "plain"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sealed.Mailbox().Receive(now(), "alice")
+	if err != nil || len(got) != 2 {
+		t.Fatalf("first delivery: %v, %v", contents(got), err)
+	}
+	if err := sealed.Mailbox().Ack(ctx, "alice", got[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	echo.again = got
+	again, _ := sealed.Mailbox().Receive(now(), "alice")
+	if d := cmp.Diff([]string{"plain"}, contents(again)); d != "" {
+		t.Errorf("second delivery (-want +got):\n%s", d)
+	}
+	if len(forged) != 1 || forged[0].Message.Type != store.TypeShutdownRequest || !errors.Is(forged[0].Err, seal.ErrReplay) {
+		t.Errorf("reported %+v, want the shutdown request as a replay", forged)
+	}
+}
+
 // TestReceiveWaitsPastForgeries: a blocking Receive woken by a forgery
 // alone keeps waiting for a real message.
 func TestReceiveWaitsPastForgeries(t *testing.T) {
