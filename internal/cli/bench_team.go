@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
+	"github.com/troupe-dev/troupe/internal/teamkey"
 )
 
 // teamReport is the output of `troupe bench team --json`.
@@ -182,6 +183,16 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 		return nil, err
 	}
 	defer e.close()
+	// The bench's team key goes with its throwaway state, outside its
+	// workspace.
+	keys, err := os.MkdirTemp("", "troupe-bench-keys-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(keys)
+	if e.keys, err = teamkey.New(teamkey.Options{StateDir: e.stateDir, Dir: keys}); err != nil {
+		return nil, err
+	}
 	flags := teamFlags{teammateMode: team.ModeInProcess, permissionMode: team.PermBypass}
 	cfg, err := bench.sessionConfig(e, provider, "", 0, &flags, providerFlags{provider: "anthropic"})
 	if err != nil {

@@ -38,6 +38,14 @@ func TestScripts(t *testing.T) {
 			env.Setenv("ANTHROPIC_API_KEY", "")
 			env.Setenv("ANTHROPIC_BASE_URL", "")
 			env.Setenv("TROUPE_HOME", "")
+			// Team keys go outside the workspace, as in real use, and
+			// never into the developer's own state.
+			keys, err := os.MkdirTemp("", "troupe-state-")
+			if err != nil {
+				return err
+			}
+			env.Defer(func() { os.RemoveAll(keys) })
+			env.Setenv("XDG_STATE_HOME", keys)
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -124,8 +125,32 @@ func troupeCmd(t *testing.T, args ...string) *exec.Cmd {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), asCLI+"=1", "ANTHROPIC_API_KEY=", "TROUPE_HOME=")
+	cmd.Env = append(os.Environ(), asCLI+"=1", "ANTHROPIC_API_KEY=", "TROUPE_HOME=", "XDG_STATE_HOME="+stateHome(t))
 	return cmd
+}
+
+var (
+	stateHomesMu sync.Mutex
+	stateHomes   = map[*testing.T]string{}
+)
+
+// stateHome is the XDG_STATE_HOME of test t's troupe runs (where team keys
+// go): the same for all of them, so that a resume finds the key its demo
+// made, and never the developer's own.
+func stateHome(t *testing.T) string {
+	stateHomesMu.Lock()
+	defer stateHomesMu.Unlock()
+	d, ok := stateHomes[t]
+	if !ok {
+		d = t.TempDir()
+		stateHomes[t] = d
+		t.Cleanup(func() {
+			stateHomesMu.Lock()
+			delete(stateHomes, t)
+			stateHomesMu.Unlock()
+		})
+	}
+	return d
 }
 
 // waitMatch polls path until it matches re (a condition with a deadline).

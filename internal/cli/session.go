@@ -26,6 +26,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/store/file"
 	"github.com/troupe-dev/troupe/internal/team"
+	"github.com/troupe-dev/troupe/internal/teamkey"
 	"github.com/troupe-dev/troupe/internal/tool"
 )
 
@@ -61,6 +62,7 @@ type env struct {
 	skills   *skill.Set
 	settings *settings.Settings
 	rules    *team.Rules
+	keys     *teamkey.Keys // the teams' secret keys, outside the workspace
 	logger   *slog.Logger
 	logFile  *os.File
 }
@@ -97,6 +99,10 @@ func (a *app) openEnv(dir string, warn io.Writer) (*env, error) {
 	e.logFile = lf
 	e.logger = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if e.store, err = file.Open(stateDir, file.Options{Logger: e.logger}); err != nil {
+		e.close()
+		return nil, err
+	}
+	if e.keys, err = teamkey.New(teamkey.Options{StateDir: stateDir}); err != nil {
 		e.close()
 		return nil, err
 	}
@@ -198,7 +204,7 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 		Store: e.store, Provider: provider, Workspace: e.ws, Model: model, TeammateModel: f.teammateModel,
 		TeammateMode: f.teammateMode, IdleTimeout: f.idleTimeout, MaxTurns: maxTurns,
 		PermissionMode: f.permissionMode, Delegate: f.delegate, Sections: e.sections, Skills: e.skills, Logger: e.logger,
-		Rules: e.rules, AgentStderr: e.logFile,
+		Rules: e.rules, AgentStderr: e.logFile, Keys: e.keys,
 	}
 	if cfg.Model == "" && e.settings != nil {
 		cfg.Model = e.settings.LeadModel.Value
@@ -240,6 +246,8 @@ func (a *app) agentCmd() *cobra.Command {
 	var (
 		teamName, name, model string
 		maxTurns, maxRetries  int
+		keyFD                 int
+		keyFile               string
 		idleTimeout           time.Duration
 		pf                    providerFlags
 	)
@@ -248,7 +256,15 @@ func (a *app) agentCmd() *cobra.Command {
 		Short: "Run one teammate as its own process (process mode)",
 		Long: `Runs the teammate N of team T, which must be on the team's roster, until it is
 shut down. The lead starts these itself with --teammate-mode process; they can
-also be started by hand, on any machine that shares the state directory.`,
+also be started by hand, on any machine that shares the state directory.
+
+The team's messages are signed with its secret key. The lead hands the key to
+the processes it starts on an inherited descriptor (--key-fd); started by
+hand, the agent reads the team's key file itself, from
+$XDG_STATE_HOME/troupe/keys (default ~/.local/state/troupe/keys), or the copy
+--key-file names (on another machine), and refuses to run without one:
+unsigned, its answers would be refused as forgeries, and it could not tell the
+lead's answers from forged ones.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if teamName == "" || name == "" {
 				return withCode(ExitUsage, errors.New("--team and --name are required"))
@@ -270,8 +286,23 @@ also be started by hand, on any machine that shares the state directory.`,
 			if err != nil {
 				return withCode(ExitError, err)
 			}
+			var key []byte
+			switch {
+			case keyFD >= 0:
+				key, err = teamkey.ReadFD(keyFD)
+			case keyFile != "":
+				key, err = teamkey.ReadFile(keyFile)
+			default:
+				key, err = e.keys.Load(t.Name())
+			}
+			if errors.Is(err, teamkey.ErrNoKey) {
+				err = fmt.Errorf("%w; start teammates through the lead (--teammate-mode process, troupe resume %s), or give a copy of the key with --key-file", err, t.Name())
+			}
+			if err != nil {
+				return withCode(ExitError, fmt.Errorf("team key: %w", err))
+			}
 			err = team.RunMember(a.ctx, team.MemberConfig{
-				Team: t, Name: name, Provider: provider, Workspace: e.ws, DefaultModel: model,
+				Team: t, Name: name, Key: key, Provider: provider, Workspace: e.ws, DefaultModel: model,
 				IdleTimeout: idleTimeout, MaxTurns: maxTurns, Sections: e.sections, Rules: e.rules, Logger: e.logger,
 			})
 			if err != nil && !errors.Is(err, context.Canceled) {
@@ -285,6 +316,8 @@ also be started by hand, on any machine that shares the state directory.`,
 	cmd.Flags().StringVar(&model, "model", "", "the model when the roster names none")
 	cmd.Flags().IntVar(&maxTurns, "max-turns", 0, "bound the model calls of each turn (0: none)")
 	cmd.Flags().IntVar(&maxRetries, "max-retries", 5, "retries of a failed model call")
+	cmd.Flags().IntVar(&keyFD, "key-fd", -1, "read the team's key from this inherited file descriptor (the lead passes it); default: the team's key file")
+	cmd.Flags().StringVar(&keyFile, "key-file", "", "read the team's key from this file (mode 0600; a copy of the team's key on another machine)")
 	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", 0, "exit after this long idle (0: stay until shut down)")
 	pf.add(cmd.Flags())
 	return cmd

@@ -117,7 +117,9 @@ rules:
 		}
 	})
 	// acceptEdits: the lead's own bash commands are put to the human.
-	command := fmt.Sprintf("exec env ANTHROPIC_API_KEY=x ANTHROPIC_BASE_URL=%s %s --workspace %s --permission-mode acceptEdits", srv.URL(), bin, ws)
+	// XDG_STATE_HOME: the team's key goes beside the workspace, not into
+	// the developer's state.
+	command := fmt.Sprintf("exec env ANTHROPIC_API_KEY=x ANTHROPIC_BASE_URL=%s XDG_STATE_HOME=%s %s --workspace %s --permission-mode acceptEdits", srv.URL(), filepath.Join(dir, "state"), bin, ws)
 	x.run("new-session", "-d", "-s", "e2e", "-x", "120", "-y", "40", command)
 	x.run("set-option", "-t", "e2e", "remain-on-exit", "on")
 	var err error

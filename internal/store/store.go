@@ -257,6 +257,9 @@ type Message struct {
 	ToolName  string    `json:"tool_name,omitempty"`
 	// ToolInput is the raw JSON input of a permission request.
 	ToolInput json.RawMessage `json:"tool_input,omitempty"`
+	// MAC authenticates the message as sent by one of the team's own
+	// processes (see package store/seal); stores carry it unchanged.
+	MAC string `json:"mac,omitempty"`
 }
 
 // Event is one line of the team journal: {ts, type, team, agent, ...fields}.

@@ -40,6 +40,10 @@ type MemberConfig struct {
 	Sections []string
 	// Rules are the settings' permission rules, hooks, guard and patterns.
 	Rules *Rules
+	// Key, when set, is the team's secret key: Team is sealed with it (see
+	// package store/seal). A member of a sealed team needs it; in process
+	// it is given the lead's sealed Team instead.
+	Key []byte
 	// Pacer shares the turn with the rest of a recorded or replayed team.
 	Pacer   *pace.Pacer
 	Observe func(agent.Event)
@@ -89,6 +93,9 @@ type Member struct {
 func NewMember(cfg MemberConfig) (*Member, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(cfg.Key) > 0 {
+		cfg.Team = sealTeam(cfg.Team, cfg.Key, cfg.OnEvent, cfg.Logger)
 	}
 	r, err := cfg.Team.ReadRoster(context.Background())
 	if err != nil {
@@ -373,19 +380,25 @@ func (m *Member) fetch(ctx context.Context) error {
 			}
 			continue
 		}
+		// Only the lead and the human answer a member's requests or ask it
+		// to shut down; the same types from anyone else reach the model as
+		// text and bind nothing.
+		binds := fromLeadOrHuman(msg.From)
 		switch msg.Type {
 		case store.TypePlanApprovalResponse:
-			if msg.RequestID != "" && msg.RequestID == m.planPending {
+			if binds && msg.RequestID != "" && msg.RequestID == m.planPending {
 				m.planPending = ""
 				m.planApproved = msg.Approve != nil && *msg.Approve
 			}
 		case store.TypePermissionResponse:
-			if ch, ok := m.permWaiting[msg.RequestID]; ok {
+			if ch, ok := m.permWaiting[msg.RequestID]; ok && binds {
 				ch <- msg.Approve != nil && *msg.Approve
 				delete(m.permWaiting, msg.RequestID)
 			}
 		case store.TypeShutdownRequest:
-			m.shutdownReqs[msg.RequestID] = msg.From
+			if binds {
+				m.shutdownReqs[msg.RequestID] = msg.From
+			}
 		}
 		m.queue = append(m.queue, msg)
 	}

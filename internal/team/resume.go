@@ -23,9 +23,15 @@ const resumedNotice = "The team was resumed after an interruption: every teammat
 // until the lead has finished and the team is done.
 func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 	res := &Result{}
+	if cur := s.TeamName(); cur != "" {
+		return res, fmt.Errorf("this session already leads team %s", cur)
+	}
 	t, err := s.cfg.Store.Team(ctx, name)
 	if err != nil {
 		return res, err
+	}
+	if t, err = s.openKey(ctx, t, false); err != nil {
+		return res, fmt.Errorf("resume %s: %w", name, err)
 	}
 	r, err := t.ReadRoster(ctx)
 	if err != nil {

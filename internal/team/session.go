@@ -30,6 +30,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/skill"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/subagent"
+	"github.com/troupe-dev/troupe/internal/teamkey"
 	"github.com/troupe-dev/troupe/internal/todo"
 	"github.com/troupe-dev/troupe/internal/tool"
 )
@@ -99,6 +100,11 @@ type Config struct {
 	AskHuman func(ctx context.Context, call agent.Call, reason string) agent.Decision
 	// Rules are the settings' permission rules, hooks, guard and patterns.
 	Rules *Rules
+	// Keys holds the teams' secret keys: TeamCreate makes one, Resume
+	// reads it, TeamDelete deletes it, and every message of the team is
+	// signed with it (see package store/seal); teammate processes get it
+	// through an inherited descriptor. Nil leaves messages unsigned.
+	Keys *teamkey.Keys
 	// Pacer, when set, shares one turn between the lead and its in-process
 	// teammates so a run can be recorded and replayed exactly (see package
 	// pace); nil runs them freely.
@@ -122,6 +128,7 @@ type Session struct {
 
 	mu           sync.Mutex
 	team         store.Team
+	key          []byte // the team's key (nil: unsealed)
 	members      map[string]*handle
 	requests     map[string]store.Message // protocol requests addressed to the lead, by request_id
 	awaiting     map[string]string        // shutdown requests the lead sent and has no answer to: request_id -> member
@@ -179,7 +186,20 @@ const maxRestarts = 5
 // startProcess starts `troupe agent` for member name.
 func (s *Session) startProcess(t store.Team, name string) (*exec.Cmd, error) {
 	argv := append(append([]string(nil), s.cfg.AgentCommand...), "--team", t.Name(), "--name", name)
+	// The key goes through an inherited pipe, never the environment, which
+	// every tool of the teammate would inherit.
+	keyR, keyArgs, err := s.keyPipe()
+	if err != nil {
+		return nil, fmt.Errorf("start teammate process %s: %w", name, err)
+	}
+	if keyR != nil {
+		defer keyR.Close() // the child has its own copy once started
+	}
+	argv = append(argv, keyArgs...)
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if keyR != nil {
+		cmd.ExtraFiles = []*os.File{keyR} // descriptor KeyFD
+	}
 	cmd.Env = append(os.Environ(), s.cfg.AgentEnv...)
 	cmd.Dir = s.cfg.Workspace.Dir()
 	cmd.Stdout, cmd.Stderr = nil, s.cfg.AgentStderr

@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/store/file"
 	"github.com/troupe-dev/troupe/internal/team"
+	"github.com/troupe-dev/troupe/internal/teamkey"
 	"github.com/troupe-dev/troupe/internal/tool"
 )
 
@@ -36,6 +37,7 @@ type fixture struct {
 	state string
 	ws    string
 	st    *file.Store
+	keys  *teamkey.Keys
 }
 
 type option func(*team.Config)
@@ -73,7 +75,12 @@ func start(t *testing.T, script string, opts ...option) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := team.Config{Store: st, Provider: p, Workspace: w, ShutdownWait: 30 * time.Second}
+	// Keys outside the workspace, as in real use: every test runs sealed.
+	keys, err := teamkey.New(teamkey.Options{StateDir: state, Dir: filepath.Join(t.TempDir(), "keys")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := team.Config{Store: st, Provider: p, Workspace: w, ShutdownWait: 30 * time.Second, Keys: keys}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -83,13 +90,13 @@ func start(t *testing.T, script string, opts ...option) *fixture {
 			t.Fatal(err)
 		}
 		cfg.AgentCommand = []string{exe}
-		cfg.AgentEnv = []string{agentEnv + "=1", "TROUPE_TEST_STATE=" + state, "TROUPE_TEST_WS=" + ws, "TROUPE_TEST_URL=" + srv.URL()}
+		cfg.AgentEnv = append(cfg.AgentEnv, agentEnv+"=1", "TROUPE_TEST_STATE="+state, "TROUPE_TEST_WS="+ws, "TROUPE_TEST_URL="+srv.URL())
 	}
 	sess, err := team.NewSession(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, srv: srv, sess: sess, state: state, ws: ws, st: st}
+	f := &fixture{t: t, srv: srv, sess: sess, state: state, ws: ws, st: st, keys: keys}
 	t.Cleanup(func() {
 		_ = sess.Close()
 		_ = st.Close()

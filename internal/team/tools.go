@@ -89,6 +89,14 @@ func (t teamCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	if err != nil {
 		return tool.Errorf("TeamCreate: %v", err)
 	}
+	// The key is made once the name is ours: a team that already existed
+	// keeps its own.
+	if team, err = s.openKey(ctx, team, true); err != nil {
+		if derr := s.cfg.Store.DeleteTeam(context.WithoutCancel(ctx), name); derr != nil {
+			s.cfg.Logger.Warn("delete team without key", "team", name, "err", derr)
+		}
+		return tool.Errorf("TeamCreate: team %s not created: its key: %v", name, err)
+	}
 	s.mu.Lock()
 	s.team = team
 	s.pattern = pat
@@ -231,6 +239,7 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 	} else if err := s.cfg.Store.DeleteTeam(ctx, t.Name()); err != nil {
 		return "", err
 	}
+	s.dropKey(t.Name())
 	s.mu.Lock()
 	s.team = nil
 	clear(s.awaiting)
@@ -346,6 +355,12 @@ func (b *binding) sendMessage(ctx context.Context, a sendMessageArgs) (string, e
 		return nil
 	}
 	switch typ {
+	case store.TypeMessage, store.TypeBroadcast:
+		// A plain message carries no protocol fields: an "approve" on it
+		// would only look like an answer to its reader's model.
+		msg.RequestID, msg.Approve, msg.Feedback, msg.Reason = "", nil, "", ""
+	}
+	switch typ {
 	case store.TypeBroadcast:
 		if strings.TrimSpace(a.Content) == "" {
 			return "", errors.New("a broadcast needs content")
@@ -412,11 +427,14 @@ func (b *binding) sendMessage(ctx context.Context, a sendMessageArgs) (string, e
 		if strings.TrimSpace(a.Content) == "" {
 			return "", errors.New("a plan_approval_request needs the plan as content")
 		}
+		if a.Recipient != "" {
+			if r, err := store.NormalizeName(a.Recipient); err != nil || r != store.LeadName {
+				return "", fmt.Errorf("a plan_approval_request goes to the lead (%s), not %q", store.LeadName, a.Recipient)
+			}
+		}
 		msg.RequestID = b.member.ids.next(ctx, t, b.self, "plan")
 		msg.Plan = a.Content
-		if a.Recipient == "" {
-			a.Recipient = store.LeadName
-		}
+		a.Recipient = store.LeadName
 	case store.TypePlanApprovalResponse, store.TypePermissionResponse:
 		if err := needApprove(); err != nil {
 			return "", err
@@ -427,6 +445,9 @@ func (b *binding) sendMessage(ctx context.Context, a sendMessageArgs) (string, e
 		req, ok := b.sess.request(a.RequestID)
 		if !ok {
 			return "", fmt.Errorf("no pending request %q was sent to you", a.RequestID)
+		}
+		if want := strings.TrimSuffix(typ, "_response") + "_request"; req.Type != want {
+			return "", fmt.Errorf("request %q is a %s; answer it with a %s", a.RequestID, req.Type, strings.TrimSuffix(req.Type, "_request")+"_response")
 		}
 		a.Recipient = req.From
 	default:
