@@ -224,8 +224,9 @@ func (p *Policy) checkBash(mode Mode, cmdline string) Verdict {
 			mode == AcceptEdits && editCommands[c.name()] && p.insideOnly(c) {
 			continue
 		}
-		missing = &l.cmds[i]
-		break
+		if missing == nil || c.unknown() && !missing.unknown() {
+			missing = &l.cmds[i] // a command nobody can vouch for says more
+		}
 	}
 	badWrite, writesOK := p.writesAccepted(mode, targets)
 	if missing == nil && writesOK {
@@ -316,15 +317,19 @@ func (p *Policy) bashReads(l *line) (Verdict, bool) {
 			}
 		}
 		for _, w := range words {
-			forms, abs := p.pathForms(w)
 			if mustExist {
-				if abs == "" {
-					continue
+				full := w
+				if !filepath.IsAbs(full) {
+					if p.workspace == "" {
+						continue
+					}
+					full = filepath.Join(p.workspace, full)
 				}
-				if _, err := os.Lstat(abs); err != nil {
-					continue
+				if _, err := os.Lstat(full); err != nil {
+					continue // cheap: most words name no file
 				}
 			}
+			forms, abs := p.pathForms(w)
 			if r, why, ok := p.denyPath(rules, forms, abs); ok {
 				return denied(r, fmt.Sprintf(": the command reads %s%s", w, why)), true
 			}
