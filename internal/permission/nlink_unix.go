@@ -14,3 +14,11 @@ func nlink(fi fs.FileInfo) uint64 {
 	}
 	return 1
 }
+
+// fileKey identifies a file across its names.
+func fileKey(fi fs.FileInfo) (inode, bool) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return inode{dev: uint64(st.Dev), ino: uint64(st.Ino)}, true
+	}
+	return inode{}, false
+}

@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
 )
@@ -162,10 +163,24 @@ func isNotDir(err error) bool {
 // hard-linked file.
 const maxLinkScan = 200_000
 
+// linkTTL is how long a scan's result stands: a grep over a tree of
+// hard-linked files (a pnpm node_modules) pays for one walk, not one per
+// file. A file a rule covers that appears within that time is missed for
+// that long; a new link to a file that was covered is not.
+const linkTTL = 2 * time.Second
+
+type inode struct{ dev, ino uint64 }
+
+// linkScan is the identities of the files some patterns cover.
+type linkScan struct {
+	at  time.Time
+	ids map[inode]string // the file's form, for messages
+}
+
 // hardLinked reports whether abs, when it is a file with more than one
-// link, is the same file as one that covered says a rule covers. Only
+// link, is the same file as one covered says a rule covers. Only
 // multi-link files pay for the walk, which visits the workspace and the
-// literal folders of absolute patterns.
+// literal folders of absolute patterns, and is kept for linkTTL.
 func (p *Policy) hardLinked(abs string, patterns []string, covered func(form string) bool) bool {
 	if abs == "" {
 		return false
@@ -174,28 +189,50 @@ func (p *Policy) hardLinked(abs string, patterns []string, covered func(form str
 	if err != nil || !fi.Mode().IsRegular() || nlink(fi) < 2 {
 		return false
 	}
+	id, ok := fileKey(fi)
+	if !ok {
+		return false
+	}
+	key := strings.Join(patterns, "\x00")
+	p.linkMu.Lock()
+	scan := p.links[key]
+	if scan == nil || time.Since(scan.at) > linkTTL {
+		scan = p.scanLinks(patterns, covered)
+		if p.links == nil {
+			p.links = map[string]*linkScan{}
+		}
+		p.links[key] = scan
+	}
+	p.linkMu.Unlock()
+	form, hit := scan.ids[id]
+	return hit && covered(form)
+}
+
+func (p *Policy) scanLinks(patterns []string, covered func(form string) bool) *linkScan {
+	s := &linkScan{at: time.Now(), ids: map[inode]string{}}
 	seen := 0
 	for _, base := range p.scanBases(patterns) {
-		found := false
 		_ = filepath.WalkDir(base, func(name string, d fs.DirEntry, err error) error {
 			seen++
 			if seen > maxLinkScan {
 				return filepath.SkipAll
 			}
-			if err != nil || !d.Type().IsRegular() || !covered(p.relPath(name)) {
+			if err != nil || !d.Type().IsRegular() {
 				return nil
 			}
-			if other, err := os.Stat(name); err == nil && os.SameFile(fi, other) {
-				found = true
-				return filepath.SkipAll
+			form := p.relPath(name)
+			if !covered(form) {
+				return nil
+			}
+			if fi, err := os.Stat(name); err == nil {
+				if id, ok := fileKey(fi); ok {
+					s.ids[id] = form
+				}
 			}
 			return nil
 		})
-		if found {
-			return true
-		}
 	}
-	return false
+	return s
 }
 
 // scanBases are the folders a hard-link scan walks: the workspace for

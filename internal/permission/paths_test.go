@@ -163,3 +163,31 @@ func TestProtectedPaths(t *testing.T) {
 		t.Errorf("Edit(**) lifted a protected path: %+v", v)
 	}
 }
+
+// TestHardLinkAfterScan: a scan is kept for a while, but a link made to a
+// covered file after it is still that file.
+func TestHardLinkAfterScan(t *testing.T) {
+	ws := workspace(t)
+	p, err := New(ws, Rules("Read"), Rules("Read(secrets/**)"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.DeniesPath("read_file", "hard.txt") {
+		t.Fatal("hard.txt not denied")
+	}
+	if err := os.Link(filepath.Join(ws, "secrets/key"), filepath.Join(ws, "later.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if v := p.Check(Default, read("later.txt")); v.Effect != Deny {
+		t.Errorf("a link made after the scan: %+v", v)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "two.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(ws, "two.txt"), filepath.Join(ws, "three.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if v := p.Check(Default, read("three.txt")); v.Effect != Allow {
+		t.Errorf("a hard link between ordinary files: %+v", v)
+	}
+}

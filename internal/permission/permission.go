@@ -401,6 +401,9 @@ type Policy struct {
 
 	wsOnce  sync.Once
 	wsForms []string // the workspace as given and with its symlinks resolved
+
+	linkMu sync.Mutex
+	links  map[string]*linkScan // recent hard-link scans, by patterns
 }
 
 // New parses rules; an error names the first malformed one.
@@ -577,7 +580,7 @@ func (p *Policy) denyPath(rules []Rule, forms []string, abs string) (Rule, strin
 	var hit Rule
 	pats := make([]string, 0, 2*len(rules))
 	for _, r := range rules {
-		pats = append(pats, r.pattern)
+		pats = append(pats, r.pattern, r.deep) // deep is part of what covers means
 	}
 	if p.hardLinked(abs, pats, func(form string) bool {
 		for _, r := range rules {
