@@ -292,6 +292,9 @@ func (l *line) unwrap(c command, depth int) bool {
 	case name == "find":
 		l.find(c, depth)
 		return false
+	case name == "git":
+		l.git(c)
+		return false
 	}
 	spec, ok := wrappers[name]
 	if !ok {
@@ -535,6 +538,38 @@ func (l *line) find(c command, depth int) {
 			i = j
 		}
 	}
+}
+
+// gitGlobalVal are git's options before the subcommand that take a value
+// as the next word.
+var gitGlobalVal = map[string]bool{"-C": true, "-c": true, "--git-dir": true, "--work-tree": true, "--namespace": true, "--exec-path": true, "--config-env": true, "--super-prefix": true}
+
+// git stands git -C dir -c k=v push for git push, so that a rule on git
+// push sees it (deny and ask rules only: the options still run).
+func (l *line) git(c command) {
+	i := 1
+	for i < len(c.words) {
+		if i >= c.known {
+			l.cmds = append(l.cmds, command{words: []string{"git"}, known: 1, tail: true, why: "git with options only known at run time", synthetic: true})
+			return
+		}
+		w := c.words[i]
+		if !strings.HasPrefix(w, "-") || w == "--" {
+			break
+		}
+		if gitGlobalVal[w] {
+			i++
+		}
+		i++
+	}
+	if i == 1 || i >= len(c.words) {
+		return
+	}
+	in := sub(c, i)
+	in.words = append([]string{c.words[0]}, in.words...)
+	in.known++
+	in.why, in.synthetic = "git's options dropped", true
+	l.cmds = append(l.cmds, in)
 }
 
 var home = sync.OnceValue(func() string {

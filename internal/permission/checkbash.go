@@ -271,8 +271,10 @@ func matchWhy(c command, r Rule) string {
 		return ""
 	case c.unknown():
 		return fmt.Sprintf(": the command cannot be vouched for before it runs (%s), and the rule could match it", strings.TrimPrefix(c.why, "unknown: "))
+	case c.synthetic && c.why == "find -delete":
+		return fmt.Sprintf(": find -delete removes files as %q does", strings.Join(c.words, " "))
 	case c.synthetic:
-		return fmt.Sprintf(": %s removes files as %q does", c.why, strings.Join(c.words, " "))
+		return fmt.Sprintf(" (it matches %q, with %s)", strings.Join(c.words[:c.known], " "), c.why)
 	case c.open():
 		return fmt.Sprintf(": %q has words only known at run time that could match it", strings.Join(c.words[:c.known], " "))
 	}
