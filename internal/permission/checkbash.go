@@ -314,9 +314,12 @@ func (p *Policy) bashReads(l *line) (Verdict, bool) {
 			if !filepath.IsAbs(pat) {
 				pat = filepath.Join(p.workspace, pat)
 			}
-			if m, err := filepath.Glob(pat); err == nil && len(m) > 0 {
-				words = append(words, m[:min(len(m), 1000)]...)
+			m, complete := globBounded(pat, maxGlobVisit)
+			if !complete {
+				r := rules[0]
+				return denied(r, fmt.Sprintf(": the glob %s reaches too many files to check them against Read deny rules", word)), true
 			}
+			words = append(words, m...)
 		}
 		for _, w := range words {
 			if mustExist {
@@ -462,4 +465,66 @@ func (p *Policy) insideOnly(c command) bool {
 		}
 	}
 	return true
+}
+
+// maxGlobVisit bounds the directory entries a glob in a command may make
+// the check read: /*/*/*/* is the whole disk.
+const maxGlobVisit = 20_000
+
+// maxGlobMatches bounds the files a glob's matches make the check look at.
+const maxGlobMatches = 1000
+
+// globBounded expands a shell glob as bash would without globstar, reading
+// at most limit directory entries; complete is false when it stopped
+// early.
+func globBounded(pattern string, limit int) (matches []string, complete bool) {
+	parts := strings.Split(filepath.ToSlash(pattern), "/")
+	root := "."
+	if filepath.IsAbs(pattern) {
+		root, parts = "/", parts[1:]
+	}
+	visited := 0
+	complete = true
+	var walk func(dir string, parts []string)
+	walk = func(dir string, parts []string) {
+		if !complete {
+			return
+		}
+		if len(parts) == 0 {
+			if len(matches) >= maxGlobMatches {
+				complete = false
+				return
+			}
+			matches = append(matches, dir)
+			return
+		}
+		part := parts[0]
+		if part == "" || !strings.ContainsAny(part, "*?[") {
+			walk(filepath.Join(dir, part), parts[1:])
+			return
+		}
+		f, err := os.Open(dir)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		for complete {
+			entries, err := f.ReadDir(256) // a huge folder is read only as far as needed
+			for _, e := range entries {
+				visited++
+				if visited > limit {
+					complete = false
+					return
+				}
+				if ok, _ := filepath.Match(part, e.Name()); ok && (e.Name()[0] != '.' || part[0] == '.') {
+					walk(filepath.Join(dir, e.Name()), parts[1:])
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	walk(root, parts)
+	return matches, complete
 }

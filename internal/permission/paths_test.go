@@ -191,3 +191,24 @@ func TestHardLinkAfterScan(t *testing.T) {
 		t.Errorf("a hard link between ordinary files: %+v", v)
 	}
 }
+
+func TestGlobBounded(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"a/x.go", "a/y.txt", "b/z.go", ".h/w.go", "c/d/e.go"} {
+		p := filepath.Join(dir, n)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, complete := globBounded(filepath.Join(dir, "*/*.go"), 100)
+	want := []string{filepath.Join(dir, "a/x.go"), filepath.Join(dir, "b/z.go")}
+	if !complete || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("globBounded = %v %v, want %v (dot folders stay out, as in bash)", got, complete, want)
+	}
+	if _, complete := globBounded(filepath.Join(dir, "*/*"), 3); complete {
+		t.Error("a glob past its limit reported complete")
+	}
+}

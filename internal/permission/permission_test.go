@@ -118,13 +118,17 @@ func TestParseRuleErrors(t *testing.T) {
 }
 
 func TestParseMode(t *testing.T) {
-	for _, m := range []string{"", "default", "acceptEdits", "plan", "bypassPermissions", "delegate"} {
+	for _, m := range []string{"", "default", "acceptEdits", "plan", "dontAsk", "bypassPermissions", "delegate"} {
 		if _, err := ParseMode(m); err != nil {
 			t.Errorf("ParseMode(%q): %v", m, err)
 		}
 	}
 	if _, err := ParseMode("yolo"); !errors.Is(err, ErrBadMode) {
 		t.Errorf("ParseMode(yolo) = %v", err)
+	}
+	// auto needs Claude Code's classifier model; it is refused, saying so.
+	if _, err := ParseMode("auto"); !errors.Is(err, ErrBadMode) || !strings.Contains(err.Error(), "classif") {
+		t.Errorf("ParseMode(auto) = %v", err)
 	}
 }
 
