@@ -3,6 +3,7 @@ package permission
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/troupe-dev/troupe/internal/agent"
@@ -204,6 +205,7 @@ func TestGlobBounded(t *testing.T) {
 		}
 	}
 	got, complete := globBounded(filepath.Join(dir, "*/*.go"), 100)
+	slices.Sort(got)
 	want := []string{filepath.Join(dir, "a/x.go"), filepath.Join(dir, "b/z.go")}
 	if !complete || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("globBounded = %v %v, want %v (dot folders stay out, as in bash)", got, complete, want)
