@@ -589,7 +589,7 @@ func literal(w *syntax.Word) (s string, ok, pattern bool) {
 			if i == 0 && (v == "~" || strings.HasPrefix(v, "~/")) && home() != "" {
 				v = home() + v[1:]
 			}
-			if strings.ContainsAny(v, "*?[") || strings.Contains(v, "{") && (strings.Contains(v, ",") || strings.Contains(v, "..")) {
+			if isPattern(v) {
 				pattern = true
 			}
 			unescape(&b, v, false)
@@ -611,6 +611,19 @@ func literal(w *syntax.Word) (s string, ok, pattern bool) {
 		}
 	}
 	return b.String(), true, pattern
+}
+
+// isPattern reports an unquoted glob (*, ?, [..]) or brace expression
+// ({a,b}, {1..3}); a lone [ is the test command.
+func isPattern(v string) bool {
+	if strings.ContainsAny(v, "*?") {
+		return true
+	}
+	if i := strings.IndexByte(v, '['); i >= 0 && strings.IndexByte(v[i+1:], ']') >= 0 {
+		return true
+	}
+	i := strings.IndexByte(v, '{')
+	return i >= 0 && strings.IndexByte(v[i:], '}') > 0 && (strings.Contains(v[i:], ",") || strings.Contains(v[i:], ".."))
 }
 
 // unescape writes v without its backslash escapes: outside quotes a

@@ -151,6 +151,8 @@ func TestBashFalsePositives(t *testing.T) {
 		`git pushx`,
 		`find . -name '*.go'`,
 		`echo git push`,
+		`[ -f go.mod ] && ls`,
+		`test -d x || echo none`,
 	} {
 		v := p.Check(Default, bash(cmd))
 		if v.Effect == Deny {
@@ -158,7 +160,7 @@ func TestBashFalsePositives(t *testing.T) {
 		}
 	}
 	// Read-only ones run without a question.
-	for _, cmd := range []string{`echo rm -rf`, `ls > /dev/null`, `git status 2>&1`, `grep -rn rm .`, `cat a | wc -l`} {
+	for _, cmd := range []string{`[ -f go.mod ] && ls`, `echo rm -rf`, `ls > /dev/null`, `git status 2>&1`, `grep -rn rm .`, `cat a | wc -l`} {
 		if v := p.Check(Default, bash(cmd)); v.Effect != Allow {
 			t.Errorf("%q = %s (%s), want allow (read-only)", cmd, v.Effect, v.Reason)
 		}

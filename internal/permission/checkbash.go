@@ -503,6 +503,9 @@ func globBounded(pattern string, limit int) (matches []string, complete bool) {
 			walk(filepath.Join(dir, part), parts[1:])
 			return
 		}
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return // opening a FIFO would block
+		}
 		f, err := os.Open(dir)
 		if err != nil {
 			return
