@@ -240,3 +240,26 @@ func TestUnknownCommands(t *testing.T) {
 		}
 	}
 }
+
+func TestReadOnly(t *testing.T) {
+	for cmd, want := range map[string]bool{
+		`ls -la`:                                true,
+		`git status && git diff HEAD~1`:         true,
+		`find . -name '*.go' | xargs grep -n x`: true,
+		`timeout 5 cat a`:                       true,
+		`ls > out`:                              false,
+		`find . -delete`:                        false,
+		`sort -o out in`:                        false,
+		`git branch -D main`:                    false,
+		`git -c core.pager=sh log`:              false,
+		`rg --pre ./x foo`:                      false,
+		`sudo ls`:                               false,
+		`./ls`:                                  false,
+		`$x`:                                    false,
+		``:                                      false,
+	} {
+		if got := ReadOnly(cmd); got != want {
+			t.Errorf("ReadOnly(%q) = %v, want %v", cmd, got, want)
+		}
+	}
+}

@@ -531,3 +531,20 @@ func globBounded(pattern string, limit int) (matches []string, complete bool) {
 	walk(root, parts)
 	return matches, complete
 }
+
+// ReadOnly reports whether a bash command line only reads: every command
+// in it is a read-only one (ls, cat, git status, …, or a wrapper of one)
+// and it redirects output to no file. Rules are not consulted; plan-mode
+// gates that refuse bash outright can use it to let such commands run.
+func ReadOnly(cmdline string) bool {
+	l := parseLine(cmdline)
+	if len(l.writes) > 0 || len(l.cmds) == 0 {
+		return false
+	}
+	for _, c := range l.cmds {
+		if !c.synthetic && !isReadOnly(c) && !(c.wrapper && transparent[c.name()]) {
+			return false
+		}
+	}
+	return true
+}
