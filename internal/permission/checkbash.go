@@ -250,7 +250,7 @@ func (p *Policy) checkBash(mode Mode, cmdline string) Verdict {
 		return Verdict{Effect: Ask, Reason: fmt.Sprintf("permission mode %s: the command writes a file only known at run time and needs approval", mode)}
 	}
 	v := Verdict{Effect: Ask, Reason: fmt.Sprintf("permission mode %s: the command writes %s, which no Edit allow rule covers, and needs approval", mode, badWrite)}
-	v.suggest("Edit(" + badWrite + ")")
+	v.suggest(editRule(badWrite))
 	return v
 }
 

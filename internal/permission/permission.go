@@ -674,10 +674,19 @@ func (p *Policy) allowPath(tool string, forms []string) (Rule, bool) {
 	return first, len(rules) > 0
 }
 
+// editRule is the Edit rule that names one path form: an absolute path is
+// written with //, as Claude Code's syntax wants.
+func editRule(form string) string {
+	if strings.HasPrefix(form, "/") {
+		return "Edit(/" + form + ")"
+	}
+	return "Edit(" + form + ")"
+}
+
 func protectedVerdict(what string) Verdict {
 	v := Verdict{Effect: Deny, Hard: true, Rule: "protected path",
 		Reason: fmt.Sprintf("%s is a protected path (troupe's and Claude Code's settings, state, hooks and git's hooks and config are never written by an agent, in any mode); only an allow rule that names it lifts this", what)}
-	v.suggest("Edit(" + what + ")")
+	v.suggest(editRule(what))
 	return v
 }
 
@@ -712,7 +721,7 @@ func (p *Policy) checkPath(mode Mode, tool, raw string) Verdict {
 	}
 	v := modeDefault(mode, tool)
 	if v.Effect == Ask {
-		v.suggest("Edit(" + forms[0] + ")")
+		v.suggest(editRule(forms[0]))
 	}
 	return v
 }

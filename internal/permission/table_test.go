@@ -154,10 +154,19 @@ func TestSuggestAndHeadless(t *testing.T) {
 		{bash("make"), "Bash(make:*)"},
 		{bash("ls > out.txt"), "Edit(out.txt)"},
 		{edit("src/a.go"), "Edit(src/a.go)"},
+		{write("/tmp/x.txt"), "Edit(//tmp/x.txt)"},
 	} {
 		v := p.Check(Default, tc.call)
 		if v.Effect != Ask || v.SuggestRule != tc.rule || !strings.Contains(v.Suggest, `add "`+tc.rule+`" to permissions.allow in .claude/settings.json`) {
 			t.Errorf("%s %s: %+v, want ask suggesting %s", tc.call.Name, tc.call.Input, v, tc.rule)
+		}
+		// The suggestion works: with the rule added, the call runs.
+		with, err := New("/w", Rules(v.SuggestRule), nil, nil)
+		if err != nil {
+			t.Fatalf("suggested rule %q: %v", v.SuggestRule, err)
+		}
+		if got := with.Check(Default, tc.call); got.Effect != Allow {
+			t.Errorf("%s %s with %s added: %+v", tc.call.Name, tc.call.Input, v.SuggestRule, got)
 		}
 	}
 	d := Gate(GateConfig{Policy: p})(context.Background(), bash("npm test"))
