@@ -214,3 +214,28 @@ func TestGlobBounded(t *testing.T) {
 		t.Error("a glob past its limit reported complete")
 	}
 }
+
+// TestConcurrentChecks: agents share one policy; its caches must hold up
+// under concurrent checks (run with -race).
+func TestConcurrentChecks(t *testing.T) {
+	ws := workspace(t)
+	p, err := New(ws, Rules("Read", "Bash"), Rules("Read(secrets/**)"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan bool)
+	for range 4 {
+		go func() {
+			ok := true
+			for range 20 {
+				ok = ok && p.DeniesPath("grep", "hard.txt") && p.Check(Default, bash("cat hard.txt")).Effect == Deny
+			}
+			done <- ok
+		}()
+	}
+	for range 4 {
+		if !<-done {
+			t.Error("a concurrent check let the hard link through")
+		}
+	}
+}
