@@ -80,7 +80,7 @@ rules:
   - agent: team-lead
     contains: "Check the tree yourself"
     reply:
-      - tool_use: {name: bash, input: {command: "touch lead-checked"}}
+      - tool_use: {name: bash, input: {command: "truncate -s 0 lead-checked"}}
   - agent: team-lead
     times: 0
     reply: [{text: "Noted."}]
@@ -164,7 +164,7 @@ rules:
 
 	// The lead's own question, answered the same way.
 	x.typeLine("Check the tree yourself.")
-	x.waitFor("⚑ team-lead asks to run bash: touch lead-checked")
+	x.waitFor("⚑ team-lead asks to run bash: truncate -s 0 lead-checked")
 	if _, err := os.Stat(filepath.Join(ws, "lead-checked")); err == nil {
 		t.Fatal("the lead's bash ran before the human answered")
 	}

@@ -37,7 +37,9 @@ func Gate(cfg GateConfig) agent.Gate {
 			switch {
 			case hd.effect == Deny:
 				v = Verdict{Effect: Deny, Rule: "PreToolUse hook", Mode: mode, Reason: hd.reason}
-			case hd.effect == Allow && v.Effect == Ask:
+			case hd.effect == Allow && (v.Effect == Ask || v.Effect == Deny && mode == DontAsk):
+				// A hook's allow is an approval given beforehand, which is
+				// what dontAsk wants instead of a question.
 				v = Verdict{Effect: Allow, Rule: "PreToolUse hook", Mode: mode, Reason: nonEmpty(hd.reason, "allowed by a PreToolUse hook")}
 			case hd.effect == Ask && v.Effect == Allow && mode != Bypass:
 				v = Verdict{Effect: Ask, Rule: "PreToolUse hook", Mode: mode, Reason: nonEmpty(hd.reason, "a PreToolUse hook asks for approval")}
@@ -51,7 +53,7 @@ func Gate(cfg GateConfig) agent.Gate {
 			d = agent.Decision{Reason: v.Reason}
 		case Ask:
 			if cfg.Ask == nil {
-				d = agent.Decision{Reason: v.Reason + ", and no one is attached to give it"}
+				d = agent.Decision{Reason: Unattended(v)}
 			} else {
 				d = cfg.Ask(ctx, call, v)
 			}
@@ -61,6 +63,16 @@ func Gate(cfg GateConfig) agent.Gate {
 		}
 		return d
 	}
+}
+
+// Unattended is the refusal of a call that asks when no one can answer
+// (headless): why it asks, and the rule that would allow it.
+func Unattended(v Verdict) string {
+	msg := v.Reason + "; it needs approval and no one is attached to give it"
+	if v.Suggest != "" {
+		msg += "; to allow it, " + v.Suggest
+	}
+	return msg
 }
 
 func nonEmpty(s, def string) string {

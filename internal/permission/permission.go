@@ -1,37 +1,57 @@
 // Package permission decides whether an agent's tool call may run: allow,
 // deny and ask rules in Claude Code's syntax (Bash(git status:*),
-// Edit(src/**), Read(**), WebFetch), evaluated deny first, and the
-// per-agent permission modes (default, acceptEdits, plan,
-// bypassPermissions, delegate).
+// Bash(ls *), Edit(src/**), Read(./secrets/**), WebFetch), evaluated deny
+// first, and the per-agent permission modes (default, acceptEdits, plan,
+// dontAsk, bypassPermissions, delegate).
 //
 // Evaluation order for a call:
-//  1. a deny rule that matches refuses it;
-//  2. the mode's hard limits refuse it: plan mode refuses writing tools and
-//     delegate mode everything but management tools, and no allow rule can
-//     lift them (seed 004: an allow rule must never undo the lead's limit);
-//  3. an ask rule that matches asks (in bypassPermissions nothing asks);
+//  1. a deny rule that matches refuses it; so does a write to a protected
+//     path (troupe's and Claude Code's settings, .troupe/, git hooks and
+//     config; see Protect) that no allow rule names explicitly;
+//  2. the mode's hard limits refuse it: plan mode refuses writing tools
+//     (read-only bash commands still run) and delegate mode everything but
+//     management tools, and no allow rule can lift them (seed 004: an
+//     allow rule must never undo the lead's limit);
+//  3. an ask rule that matches asks, in every mode, bypassPermissions
+//     included;
 //  4. an allow rule that matches allows;
-//  5. the mode's default: default asks before writing tools and bash,
-//     acceptEdits before bash only, the others allow.
+//  5. the mode's default: default asks before writing tools and bash
+//     commands that are not read-only, acceptEdits before such bash only,
+//     bypassPermissions allows, dontAsk refuses whatever would ask.
+//
+// Claude Code's auto mode is not offered: its meaning is a model that
+// classifies each call in the background, which a rule engine cannot
+// match; asking for it is an error that says so.
+//
+// Bash commands are parsed (mvdan.cc/sh): deny and ask rules see every
+// simple command, including those inside compound commands,
+// substitutions, functions and wrappers (env, nice, timeout, xargs, sudo,
+// sh -c '…', eval '…', find -exec …); what cannot be vouched for before it
+// runs ($cmd args, eval "$x") counts as matching any rule. Read denies
+// reach the files a command's words name, and Edit denies and protected
+// paths the files it writes. All of this is a guard rail, best effort over
+// the words of a command line: a program can still open any file it likes.
+// The wall is the bash sandbox.
 //
 // It knows agent calls but nothing of teams; who is asked is the caller's
-// business (GateConfig.Ask).
+// business (GateConfig.Ask). It must never depend on the team, tool or cli
+// packages.
 package permission
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/troupe-dev/troupe/internal/agent"
-	"github.com/troupe-dev/troupe/internal/permission/shellwords"
 	"github.com/troupe-dev/troupe/internal/settings"
 )
 
@@ -40,18 +60,19 @@ type Mode string
 
 // The modes.
 const (
-	Default     Mode = "default"           // writing tools and bash ask first
+	Default     Mode = "default"           // writing tools and bash ask first; reads and read-only bash run
 	AcceptEdits Mode = "acceptEdits"       // file edits allowed; bash asks
 	Plan        Mode = "plan"              // read-only (until a plan is approved)
-	Bypass      Mode = "bypassPermissions" // nothing asks; deny rules still refuse
+	DontAsk     Mode = "dontAsk"           // whatever would ask is refused; nothing prompts
+	Bypass      Mode = "bypassPermissions" // nothing asks but ask rules; deny rules and protected paths still refuse
 	Delegate    Mode = "delegate"          // the lead only: management tools only
 )
 
 // Modes are every mode; TeammateModes those a teammate may have (delegate
 // is the lead's).
 var (
-	Modes         = []Mode{Default, AcceptEdits, Plan, Bypass, Delegate}
-	TeammateModes = []Mode{Default, AcceptEdits, Plan, Bypass}
+	Modes         = []Mode{Default, AcceptEdits, Plan, DontAsk, Bypass, Delegate}
+	TeammateModes = []Mode{Default, AcceptEdits, Plan, DontAsk, Bypass}
 )
 
 // ErrBadMode and ErrBadRule are wrapped by parse errors.
@@ -74,11 +95,17 @@ func ParseMode(s string) (Mode, error) {
 	for i, m := range Modes {
 		names[i] = string(m)
 	}
+	if s == "auto" {
+		return "", fmt.Errorf("%w %q: Claude Code's auto mode has a model classify each call, which troupe does not do (want one of %s)", ErrBadMode, s, strings.Join(names, ", "))
+	}
 	return "", fmt.Errorf("%w %q (want one of %s)", ErrBadMode, s, strings.Join(names, ", "))
 }
 
 // writingTools change the workspace or run commands.
 var writingTools = map[string]bool{"bash": true, "write_file": true, "edit_file": true}
+
+// fileWriters are the tools that write a file named by their path.
+var fileWriters = map[string]bool{"write_file": true, "edit_file": true}
 
 // managementTools are the lead's tools in delegate mode.
 var managementTools = map[string]bool{
@@ -125,12 +152,18 @@ type Rule struct {
 	Spec   string // inside the parentheses; "" for a bare tool name
 	Source string // where it was configured, for messages
 
-	tools   []string // troupe tools it covers
-	kind    specKind
-	prefix  []string       // Bash(x y:*)
-	exact   []string       // Bash(x y)
-	wild    *regexp.Regexp // Bash(x * y)
-	pattern string         // path rules: a doublestar pattern, workspace-relative or absolute
+	tools  []string // troupe tools it covers
+	kind   specKind
+	prefix []string       // Bash(x y:*), Bash(x y *)
+	exact  []string       // Bash(x y)
+	wild   *regexp.Regexp // Bash(x * y)
+	lead   []string       // a Bash rule's literal words before its first wildcard
+	flags  *flagForm      // a Bash rule whose words carry options, for -fr = -rf
+	// path rules: a doublestar pattern, workspace-relative or absolute;
+	// deep is the same pattern at any depth ("" when rooted), which deny
+	// and ask rules also match.
+	pattern, deep string
+	explicit      bool // a path rule that names paths, not every path
 }
 
 type specKind int
@@ -194,43 +227,90 @@ func pathTool(t string) bool {
 	return false
 }
 
+// ruleWords splits a rule's command into words as bash would.
+func ruleWords(s string) []string {
+	var out []string
+	ok := true
+	p := parsers.Get().(*syntax.Parser)
+	err := p.Words(strings.NewReader(s), func(w *syntax.Word) bool {
+		v, lit, _ := literal(w)
+		ok = ok && lit
+		out = append(out, v)
+		return true
+	})
+	parsers.Put(p)
+	if err != nil || !ok {
+		return strings.Fields(s)
+	}
+	return out
+}
+
 func (r *Rule) parseCommand() error {
 	spec := strings.TrimSpace(r.Spec)
 	switch {
 	case strings.HasSuffix(spec, ":*"):
-		r.kind, r.prefix = specPrefix, shellwords.Words(strings.TrimSuffix(spec, ":*"))
+		r.kind, r.prefix = specPrefix, ruleWords(strings.TrimSuffix(spec, ":*"))
 		if len(r.prefix) == 0 {
 			return errors.New("nothing before :*")
 		}
+		r.lead = r.prefix
+	case strings.Count(spec, "*") == 1 && strings.HasSuffix(spec, " *"):
+		// Claude Code: a trailing " *" ends at a word boundary and may
+		// match nothing, so Bash(ls *) is ls with or without arguments
+		// (never lsof): the prefix form by another name.
+		r.kind, r.prefix = specPrefix, ruleWords(strings.TrimSuffix(spec, " *"))
+		r.lead = r.prefix
 	case strings.Contains(spec, "*"):
-		parts := strings.Split(strings.Join(shellwords.Words(spec), " "), "*")
+		words := ruleWords(spec)
+		joined := strings.Join(words, " ")
+		tail := ""
+		if strings.HasSuffix(joined, " *") {
+			joined, tail = strings.TrimSuffix(joined, " *"), `( .*)?`
+		}
+		parts := strings.Split(joined, "*")
 		for i, p := range parts {
 			parts[i] = regexp.QuoteMeta(p)
 		}
-		r.kind, r.wild = specWild, regexp.MustCompile(`^`+strings.Join(parts, `.*`)+`$`)
+		r.kind, r.wild = specWild, regexp.MustCompile(`^`+strings.Join(parts, `.*`)+tail+`$`)
+		for _, w := range words {
+			if strings.Contains(w, "*") {
+				break
+			}
+			r.lead = append(r.lead, w)
+		}
+		return nil
 	default:
-		r.kind, r.exact = specExact, shellwords.Words(spec)
+		r.kind, r.exact = specExact, ruleWords(spec)
+		r.lead = r.exact
+	}
+	if hasOption(r.lead) {
+		r.flags = splitFlags(r.lead)
 	}
 	return nil
 }
 
 func (r *Rule) parsePath() error {
 	p := strings.TrimSpace(r.Spec)
+	deep := false
 	switch {
 	case strings.HasPrefix(p, "//"):
 		p = p[1:] // absolute
 	case strings.HasPrefix(p, "~/"):
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return fmt.Errorf("no home directory for ~: %v", err)
+		if home() == "" {
+			return errors.New("no home directory for ~")
 		}
-		p = filepath.ToSlash(filepath.Join(home, p[2:]))
+		p = filepath.ToSlash(filepath.Join(home(), p[2:]))
 	case strings.HasPrefix(p, "/"):
 		p = strings.TrimLeft(p, "/") // rooted at the workspace
 	default:
 		p = strings.TrimPrefix(p, "./")
 		if !strings.Contains(strings.TrimSuffix(p, "/"), "/") {
 			p = "**/" + p // gitignore style: a bare name matches at any depth
+		} else {
+			// Read(./secrets/**) also covers a secrets/ folder deeper
+			// down, as Claude Code's matching does (issue 13), for deny
+			// and ask rules; an allow rule keeps to what it says.
+			deep = !strings.HasPrefix(p, "**/")
 		}
 	}
 	if strings.HasSuffix(p, "/") {
@@ -240,6 +320,10 @@ func (r *Rule) parsePath() error {
 		return fmt.Errorf("%q is not a valid glob", r.Spec)
 	}
 	r.kind, r.pattern = specPath, p
+	if deep {
+		r.deep = "**/" + p
+	}
+	r.explicit = strings.Trim(r.Spec, "./*") != ""
 	return nil
 }
 
@@ -253,33 +337,18 @@ func (r *Rule) covers(tool string) bool {
 	return false
 }
 
-// matchWords matches a bash rule against one simple command.
-func (r *Rule) matchWords(words []string) bool {
-	switch r.kind {
-	case specPrefix:
-		if len(words) < len(r.prefix) {
-			return false
-		}
-		for i, w := range r.prefix {
-			if words[i] != w {
-				return false
-			}
-		}
-		return true
-	case specExact:
-		if len(words) != len(r.exact) {
-			return false
-		}
-		for i, w := range r.exact {
-			if words[i] != w {
-				return false
-			}
-		}
-		return true
-	case specWild:
-		return r.wild.MatchString(strings.Join(words, " "))
+// matchPath matches a path form. loose (deny and ask rules) also matches
+// at any depth and the folders above the path, as a gitignore pattern on a
+// folder covers what is inside; an allow rule matches only what it says.
+func (r *Rule) matchPath(form string, loose bool) bool {
+	if r.kind != specPath {
+		return false
 	}
-	return false
+	if !loose {
+		ok, _ := doublestar.Match(r.pattern, form)
+		return ok
+	}
+	return matchUp(r.pattern, form) || r.deep != "" && matchUp(r.deep, form)
 }
 
 // Effect is a verdict's outcome.
@@ -301,9 +370,25 @@ type Verdict struct {
 	Mode   Mode   `json:"mode"`
 	// Reason says why in words a model or a human understands.
 	Reason string `json:"reason"`
-	// Hard reports a refusal no hook or answer may lift: a deny rule or
-	// a plan/delegate limit.
+	// Hard reports a refusal no hook or answer may lift: a deny rule, a
+	// protected path or a plan/delegate limit.
 	Hard bool `json:"hard,omitempty"`
+	// Suggest says, for a call that asks (or that dontAsk refused), the
+	// rule that would allow it and where to add it; SuggestRule is the
+	// rule alone. Both are empty when no rule could.
+	Suggest     string `json:"suggest,omitempty"`
+	SuggestRule string `json:"suggest_rule,omitempty"`
+}
+
+// SettingsFile is where a suggestion tells to add a rule.
+const SettingsFile = ".claude/settings.json"
+
+func (v *Verdict) suggest(rule string) {
+	if rule == "" {
+		return
+	}
+	v.SuggestRule = rule
+	v.Suggest = fmt.Sprintf("add %q to permissions.allow in %s", rule, SettingsFile)
 }
 
 // Policy holds the rules of one workspace.
@@ -312,6 +397,13 @@ type Policy struct {
 	deny      []Rule
 	ask       []Rule
 	allow     []Rule
+	protected []string // patterns given to Protect
+
+	wsOnce  sync.Once
+	wsForms []string // the workspace as given and with its symlinks resolved
+
+	linkMu sync.Mutex
+	links  map[string]*linkScan // recent hard-link scans, by patterns
 }
 
 // New parses rules; an error names the first malformed one.
@@ -358,47 +450,298 @@ func (p *Policy) Check(mode Mode, call agent.Call) Verdict {
 	if mode == "" {
 		mode = Default
 	}
-	subj := p.subject(call)
-	if r, ok := p.match(p.deny, call.Name, subj, false); ok {
-		return Verdict{Effect: Deny, Rule: r.Raw, Source: r.Source, Mode: mode, Hard: true,
-			Reason: fmt.Sprintf("denied by the permission rule %s%s", r.Raw, from(r.Source))}
+	var in struct {
+		Command string `json:"command"`
+		Path    string `json:"path"`
 	}
+	_ = json.Unmarshal(call.Input, &in) // a bad input matches no specifier
+	var v Verdict
 	switch {
-	case mode == Delegate && !managementTools[call.Name]:
-		return Verdict{Effect: Deny, Mode: mode, Hard: true,
-			Reason: "delegate mode: the lead only manages the team; ask a teammate to do this"}
-	case mode == Plan && writingTools[call.Name]:
-		return Verdict{Effect: Deny, Mode: mode, Hard: true,
-			Reason: "plan mode: only read-only tools may run until the plan is approved"}
+	case call.Name == "bash":
+		v = p.checkBash(mode, in.Command)
+	case pathTool(call.Name):
+		v = p.checkPath(mode, call.Name, in.Path)
+	default:
+		v = p.checkOther(mode, call.Name)
 	}
-	if r, ok := p.match(p.ask, call.Name, subj, false); ok && mode != Bypass {
-		return Verdict{Effect: Ask, Rule: r.Raw, Source: r.Source, Mode: mode,
-			Reason: fmt.Sprintf("the permission rule %s%s asks for approval", r.Raw, from(r.Source))}
+	v.Mode = mode
+	if v.Effect == Ask && mode == DontAsk {
+		v.Effect = Deny
+		v.Reason = "dontAsk mode refuses what is not allowed beforehand, instead of asking: " + v.Reason
 	}
-	if r, ok := p.match(p.allow, call.Name, subj, true); ok {
-		return Verdict{Effect: Allow, Rule: r.Raw, Source: r.Source, Mode: mode,
-			Reason: fmt.Sprintf("allowed by the permission rule %s%s", r.Raw, from(r.Source))}
+	return v
+}
+
+func denied(r Rule, why string) Verdict {
+	return Verdict{Effect: Deny, Rule: r.Raw, Source: r.Source, Hard: true,
+		Reason: fmt.Sprintf("denied by the permission rule %s%s%s", r.Raw, from(r.Source), why)}
+}
+
+func asked(r Rule, why string) Verdict {
+	return Verdict{Effect: Ask, Rule: r.Raw, Source: r.Source,
+		Reason: fmt.Sprintf("the permission rule %s%s asks for approval%s", r.Raw, from(r.Source), why)}
+}
+
+func allowed(r Rule) Verdict {
+	return Verdict{Effect: Allow, Rule: r.Raw, Source: r.Source,
+		Reason: fmt.Sprintf("allowed by the permission rule %s%s", r.Raw, from(r.Source))}
+}
+
+// firstAll is the first rule of rules that covers every call of tool.
+func firstAll(rules []Rule, tool string) (Rule, bool) {
+	for _, r := range rules {
+		if r.kind == specAll && r.covers(tool) {
+			return r, true
+		}
 	}
+	return Rule{}, false
+}
+
+// modeLimit is the mode's hard refusal of a tool, if any.
+func modeLimit(mode Mode, tool string, readOnlyBash bool) (Verdict, bool) {
+	switch {
+	case mode == Delegate && !managementTools[tool]:
+		return Verdict{Effect: Deny, Hard: true,
+			Reason: "delegate mode: the lead only manages the team; ask a teammate to do this"}, true
+	case mode == Plan && writingTools[tool] && !(tool == "bash" && readOnlyBash):
+		return Verdict{Effect: Deny, Hard: true,
+			Reason: "plan mode: only read-only tools and commands may run until the plan is approved"}, true
+	}
+	return Verdict{}, false
+}
+
+// modeDefault is what the mode does with a call no rule decided.
+func modeDefault(mode Mode, tool string) Verdict {
 	asks := false
 	switch mode {
-	case Default:
-		asks = writingTools[call.Name]
+	case Default, DontAsk, Plan:
+		asks = writingTools[tool]
 	case AcceptEdits:
-		asks = call.Name == "bash"
+		asks = tool == "bash"
 	}
 	if asks {
-		return Verdict{Effect: Ask, Mode: mode, Reason: fmt.Sprintf("permission mode %s: %s needs approval", mode, call.Name)}
+		v := Verdict{Effect: Ask, Reason: fmt.Sprintf("permission mode %s: %s needs approval", mode, tool)}
+		v.suggest(ClaudeName(tool))
+		return v
 	}
-	return Verdict{Effect: Allow, Mode: mode, Reason: fmt.Sprintf("permission mode %s allows %s", mode, call.Name)}
+	return Verdict{Effect: Allow, Reason: fmt.Sprintf("permission mode %s allows %s", mode, tool)}
+}
+
+func (p *Policy) checkOther(mode Mode, tool string) Verdict {
+	if r, ok := firstAll(p.deny, tool); ok {
+		return denied(r, "")
+	}
+	if v, ok := modeLimit(mode, tool, false); ok {
+		return v
+	}
+	if r, ok := firstAll(p.ask, tool); ok {
+		return asked(r, "")
+	}
+	if r, ok := firstAll(p.allow, tool); ok {
+		return allowed(r)
+	}
+	return modeDefault(mode, tool)
+}
+
+// pathRules are the path rules of rules that cover tool.
+func pathRules(rules []Rule, tools ...string) []Rule {
+	var out []Rule
+	for _, r := range rules {
+		if r.kind != specPath {
+			continue
+		}
+		for _, t := range tools {
+			if r.covers(t) {
+				out = append(out, r)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// denyPath finds the deny rule among rules that covers a path, as
+// written, resolved, or as another name (hard link) of a covered file.
+func (p *Policy) denyPath(rules []Rule, forms []string, abs string) (Rule, string, bool) {
+	for _, r := range rules {
+		for i, f := range forms {
+			if r.matchPath(f, true) {
+				why := ""
+				if i > 0 {
+					why = fmt.Sprintf(" (%s resolves to %s)", forms[0], f)
+				}
+				return r, why, true
+			}
+		}
+	}
+	if len(rules) == 0 {
+		return Rule{}, "", false
+	}
+	var hit Rule
+	pats := make([]string, 0, 2*len(rules))
+	for _, r := range rules {
+		pats = append(pats, r.pattern, r.deep) // deep is part of what covers means
+	}
+	if p.hardLinked(abs, pats, func(form string) bool {
+		for _, r := range rules {
+			if r.matchPath(form, true) {
+				hit = r
+				return true
+			}
+		}
+		return false
+	}) {
+		return hit, fmt.Sprintf(" (%s is a hard link to a file it covers)", forms[0]), true
+	}
+	return Rule{}, "", false
+}
+
+// protects reports whether a write to these forms touches a protected
+// path: the path itself, what it resolves to, or another name of it.
+func (p *Policy) protects(forms []string, abs string, removes bool) bool {
+	for _, f := range forms {
+		if p.isProtected(f) || removes && p.holdsProtected(f) {
+			return true
+		}
+	}
+	return p.hardLinked(abs, p.protectedPatterns(), p.isProtected)
+}
+
+// holdsProtected reports whether a folder holds a protected path, so that
+// removing or moving it takes that path away.
+func (p *Policy) holdsProtected(form string) bool {
+	if form == "." || form == "" {
+		return true
+	}
+	if filepath.IsAbs(form) && p.workspace != "" {
+		ws := filepath.ToSlash(filepath.Clean(p.workspace))
+		if form == "/" || strings.HasPrefix(ws+"/", strings.TrimSuffix(form, "/")+"/") {
+			return true
+		}
+	}
+	for _, pat := range p.protectedPatterns() {
+		if strings.HasPrefix(pat, strings.TrimSuffix(form, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// explicitAllow reports whether allow rules name every form of a path
+// explicitly (not Edit or Edit(**)): what lifts a protected path.
+func (p *Policy) explicitAllow(tool string, forms []string) (Rule, bool) {
+	var first Rule
+	for i, f := range forms {
+		found := false
+		for _, r := range pathRules(p.allow, tool) {
+			if r.explicit && r.matchPath(f, false) {
+				if i == 0 {
+					first = r
+				}
+				found = true
+				break
+			}
+		}
+		if !found {
+			return Rule{}, false
+		}
+	}
+	return first, true
+}
+
+// allowPath reports whether allow rules cover every form of a path.
+func (p *Policy) allowPath(tool string, forms []string) (Rule, bool) {
+	if r, ok := firstAll(p.allow, tool); ok {
+		return r, true
+	}
+	rules := pathRules(p.allow, tool)
+	var first Rule
+	for i, f := range forms {
+		found := false
+		for _, r := range rules {
+			if r.matchPath(f, false) {
+				if i == 0 {
+					first = r
+				}
+				found = true
+				break
+			}
+		}
+		if !found {
+			return Rule{}, false
+		}
+	}
+	return first, len(rules) > 0
+}
+
+// editRule is the Edit rule that names one path form: an absolute path is
+// written with //, as Claude Code's syntax wants.
+func editRule(form string) string {
+	if strings.HasPrefix(form, "/") {
+		return "Edit(/" + form + ")"
+	}
+	return "Edit(" + form + ")"
+}
+
+func protectedVerdict(what string) Verdict {
+	v := Verdict{Effect: Deny, Hard: true, Rule: "protected path",
+		Reason: fmt.Sprintf("%s is a protected path (troupe's and Claude Code's settings, state, hooks and git's hooks and config are never written by an agent, in any mode); only an allow rule that names it lifts this", what)}
+	v.suggest(editRule(what))
+	return v
+}
+
+func (p *Policy) checkPath(mode Mode, tool, raw string) Verdict {
+	if r, ok := firstAll(p.deny, tool); ok {
+		return denied(r, "")
+	}
+	forms, abs := p.pathForms(raw)
+	if r, why, ok := p.denyPath(pathRules(p.deny, tool), forms, abs); ok {
+		return denied(r, why)
+	}
+	if fileWriters[tool] && p.protects(forms, abs, false) {
+		if _, ok := p.explicitAllow(tool, forms); !ok {
+			return protectedVerdict(forms[0])
+		}
+	}
+	if v, ok := modeLimit(mode, tool, false); ok {
+		return v
+	}
+	if r, ok := firstAll(p.ask, tool); ok {
+		return asked(r, "")
+	}
+	for _, r := range pathRules(p.ask, tool) {
+		for _, f := range forms {
+			if r.matchPath(f, true) {
+				return asked(r, "")
+			}
+		}
+	}
+	if r, ok := p.allowPath(tool, forms); ok {
+		return allowed(r)
+	}
+	v := modeDefault(mode, tool)
+	if v.Effect == Ask {
+		v.suggest(editRule(forms[0]))
+	}
+	return v
 }
 
 // DeniesPath reports whether a deny rule forbids tool the workspace-relative
-// path rel: what a search over a folder must leave out.
+// path rel, as written, after symlinks resolve, or as a hard link to a
+// denied file: what a search over a folder must leave out.
 func (p *Policy) DeniesPath(tool, rel string) bool {
 	if p == nil {
 		return false
 	}
-	_, ok := p.match(p.deny, tool, subject{path: path.Clean(rel)}, false)
+	if _, ok := firstAll(p.deny, tool); ok {
+		return true
+	}
+	rules := pathRules(p.deny, tool)
+	if len(rules) == 0 {
+		return false
+	}
+	forms, abs := p.pathForms(rel)
+	_, _, ok := p.denyPath(rules, forms, abs)
 	return ok
 }
 
@@ -407,28 +750,6 @@ func from(src string) string {
 		return ""
 	}
 	return " (" + src + ")"
-}
-
-// subject is what a rule's specifier is matched against.
-type subject struct {
-	line *shellwords.Line // bash
-	path string           // path tools: workspace-relative slash path, or absolute
-}
-
-func (p *Policy) subject(call agent.Call) subject {
-	var in struct {
-		Command string `json:"command"`
-		Path    string `json:"path"`
-	}
-	_ = json.Unmarshal(call.Input, &in) // a bad input matches no specifier
-	switch {
-	case call.Name == "bash":
-		l := shellwords.Parse(in.Command)
-		return subject{line: &l}
-	case pathTool(call.Name):
-		return subject{path: p.relPath(in.Path)}
-	}
-	return subject{}
 }
 
 // relPath makes a tool's path workspace-relative when it is inside the
@@ -445,7 +766,8 @@ func (p *Policy) relPath(name string) string {
 	}
 	name = filepath.Clean(name)
 	if p.workspace != "" {
-		for _, base := range workspaceForms(p.workspace) {
+		p.wsOnce.Do(func() { p.wsForms = workspaceForms(p.workspace) })
+		for _, base := range p.wsForms {
 			if rel, err := filepath.Rel(base, name); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 				return filepath.ToSlash(rel)
 			}
@@ -462,69 +784,7 @@ func workspaceForms(ws string) []string {
 	return out
 }
 
-// match returns the first rule of rules that matches. For bash, a deny or
-// ask rule matches when it matches any simple command of the line; an
-// allow rule only when every simple command is allowed by some rule and
-// the line has no substitution or redirection a prefix cannot vouch for.
-func (p *Policy) match(rules []Rule, tool string, s subject, allow bool) (Rule, bool) {
-	var cands []Rule
-	for _, r := range rules {
-		if !r.covers(tool) {
-			continue
-		}
-		if r.kind == specAll {
-			return r, true
-		}
-		cands = append(cands, r)
-	}
-	if len(cands) == 0 {
-		return Rule{}, false
-	}
-	switch {
-	case s.line != nil:
-		if allow {
-			return allowLine(cands, *s.line)
-		}
-		for _, seg := range s.line.Segments {
-			words := shellwords.StripAssignments(seg.Words)
-			for _, r := range cands {
-				if r.matchWords(words) || r.matchWords(seg.Words) {
-					return r, true
-				}
-			}
-		}
-	case s.path != "":
-		for _, r := range cands {
-			if r.kind != specPath {
-				continue
-			}
-			if ok, _ := doublestar.Match(r.pattern, s.path); ok {
-				return r, true
-			}
-		}
-	}
-	return Rule{}, false
-}
-
-func allowLine(cands []Rule, l shellwords.Line) (Rule, bool) {
-	if l.Substitution || l.Redirect || len(l.Segments) == 0 {
-		return Rule{}, false
-	}
-	var first Rule
-	for i, seg := range l.Segments {
-		found := false
-		for _, r := range cands {
-			if r.matchWords(seg.Words) {
-				if i == 0 {
-					first = r
-				}
-				found = true
-				break
-			}
-		}
-		if !found {
-			return Rule{}, false
-		}
-	}
-	return first, true
+// inside reports whether a path form lies inside the workspace.
+func inside(form string) bool {
+	return !filepath.IsAbs(form) && form != ".." && !strings.HasPrefix(form, "../")
 }

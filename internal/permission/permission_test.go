@@ -54,7 +54,8 @@ func TestCheck(t *testing.T) {
 		{"deny inside a substitution", Default, bash(`echo "$(rm -rf x)"`), Deny, "Bash(rm:*)"},
 		{"deny applies in bypass", Bypass, bash("rm x"), Deny, "Bash(rm:*)"},
 		{"ask beats allow", Default, bash("git commit -m x"), Ask, "Bash(git commit:*)"},
-		{"bypass does not ask", Bypass, bash("git commit -m x"), Allow, ""},
+		{"ask rules ask in bypass too", Bypass, bash("git commit -m x"), Ask, "Bash(git commit:*)"},
+		{"bypass allows the rest", Bypass, bash("make"), Allow, ""},
 		{"edit allow", Default, edit("src/a/b.go"), Allow, "Edit(src/**)"},
 		{"edit absolute inside", Default, edit("/work/proj/src/x.go"), Allow, "Edit(src/**)"},
 		{"edit outside", Default, edit("lib/x.go"), Ask, ""},
@@ -117,13 +118,17 @@ func TestParseRuleErrors(t *testing.T) {
 }
 
 func TestParseMode(t *testing.T) {
-	for _, m := range []string{"", "default", "acceptEdits", "plan", "bypassPermissions", "delegate"} {
+	for _, m := range []string{"", "default", "acceptEdits", "plan", "dontAsk", "bypassPermissions", "delegate"} {
 		if _, err := ParseMode(m); err != nil {
 			t.Errorf("ParseMode(%q): %v", m, err)
 		}
 	}
 	if _, err := ParseMode("yolo"); !errors.Is(err, ErrBadMode) {
 		t.Errorf("ParseMode(yolo) = %v", err)
+	}
+	// auto needs Claude Code's classifier model; it is refused, saying so.
+	if _, err := ParseMode("auto"); !errors.Is(err, ErrBadMode) || !strings.Contains(err.Error(), "classif") {
+		t.Errorf("ParseMode(auto) = %v", err)
 	}
 }
 

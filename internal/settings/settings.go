@@ -214,7 +214,7 @@ type rawGuard struct {
 }
 
 // Modes are the permission modes a defaultMode may name.
-var Modes = []string{"default", "acceptEdits", "plan", "bypassPermissions", "delegate"}
+var Modes = []string{"default", "acceptEdits", "plan", "dontAsk", "bypassPermissions", "delegate"}
 
 // ErrMalformed is wrapped by every error about a file's content.
 var ErrMalformed = errors.New("malformed settings")
