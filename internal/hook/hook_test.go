@@ -76,7 +76,8 @@ func TestPreToolUseExit2Blocks(t *testing.T) {
 	want := map[string]any{
 		"hook_event_name": "PreToolUse", "cwd": dir, "permission_mode": "default",
 		"agent_name": "alice", "team_name": "t1", "agent_role": "tester",
-		"tool_name": "bash", "tool_input": map[string]any{"command": "rm -rf build"}, "tool_use_id": "toolu_1",
+		"tool_name": "Bash", "tool_input": map[string]any{"command": "rm -rf build"}, "tool_use_id": "toolu_1",
+		"session_id": "", "transcript_path": "",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("stdin (-want +got):\n%s", diff)
@@ -295,16 +296,28 @@ func TestMatcher(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var got []string
-		for _, h := range r.matching(Event{Name: tt.event, ToolName: tt.tool}) {
+		ev := Event{Name: tt.event, ToolName: ToolName(tt.tool), tool: tt.tool}
+		for _, h := range r.matching(ev) {
 			got = append(got, h.Command)
 		}
 		if diff := cmp.Diff(tt.want, got); diff != "" {
 			t.Errorf("%s %s (-want +got):\n%s", tt.event, tt.tool, diff)
 		}
 	}
-	if _, err := New(Config{Hooks: []settings.Hook{cmdHook(settings.PreToolUse, "Edit(", "x")}}); !errors.Is(err, ErrBadMatcher) ||
-		!strings.Contains(err.Error(), "/ws/.troupe/settings.json") {
-		t.Errorf("bad matcher: %v", err)
+	bad, err := New(Config{Hooks: []settings.Hook{cmdHook(settings.PreToolUse, "Edit(", "x"), cmdHook(settings.PreToolUse, "Edit", "y")}})
+	if err != nil {
+		t.Fatalf("a bad matcher stopped New: %v", err)
+	}
+	if w := bad.Warnings(); len(w) != 1 || !strings.Contains(w[0], ErrBadMatcher.Error()) || !strings.Contains(w[0], "/ws/.troupe/settings.json") ||
+		!strings.Contains(w[0], `"Edit("`) {
+		t.Errorf("warnings = %q", w)
+	}
+	var got []string
+	for _, h := range bad.matching(Event{Name: settings.PreToolUse, ToolName: "Edit"}) {
+		got = append(got, h.Command)
+	}
+	if diff := cmp.Diff([]string{"y"}, got); diff != "" {
+		t.Errorf("with a bad matcher (-want +got):\n%s", diff)
 	}
 }
 

@@ -47,21 +47,31 @@ func (s Source) String() string {
 	return s.Path
 }
 
-// Hook event names. Claude Code's other events (SessionStart, PreCompact,
-// Notification, …) are kept when configured; troupe does not fire them.
+// Hook event names, as Claude Code names them. Other events of Claude
+// Code's (PostCompact, ConfigChange, …) are kept when configured; troupe
+// does not fire them.
 const (
-	PreToolUse       = "PreToolUse"
-	PostToolUse      = "PostToolUse"
-	UserPromptSubmit = "UserPromptSubmit"
-	Stop             = "Stop"
-	SubagentStop     = "SubagentStop"
-	TeammateIdle     = "TeammateIdle"
-	TaskCreated      = "TaskCreated"
-	TaskCompleted    = "TaskCompleted"
+	PreToolUse         = "PreToolUse"
+	PostToolUse        = "PostToolUse"
+	PostToolUseFailure = "PostToolUseFailure"
+	PermissionRequest  = "PermissionRequest"
+	UserPromptSubmit   = "UserPromptSubmit"
+	Notification       = "Notification"
+	Stop               = "Stop"
+	SubagentStart      = "SubagentStart"
+	SubagentStop       = "SubagentStop"
+	PreCompact         = "PreCompact"
+	SessionStart       = "SessionStart"
+	SessionEnd         = "SessionEnd"
+	TeammateIdle       = "TeammateIdle"
+	TaskCreated        = "TaskCreated"
+	TaskCompleted      = "TaskCompleted"
 )
 
 // Events are the hook events troupe fires.
-var Events = []string{PreToolUse, PostToolUse, UserPromptSubmit, Stop, SubagentStop, TeammateIdle, TaskCreated, TaskCompleted}
+var Events = []string{PreToolUse, PostToolUse, PostToolUseFailure, PermissionRequest, UserPromptSubmit,
+	Notification, Stop, SubagentStart, SubagentStop, PreCompact, SessionStart, SessionEnd,
+	TeammateIdle, TaskCreated, TaskCompleted}
 
 // KnownEvent reports whether troupe fires the event.
 func KnownEvent(name string) bool {

@@ -50,11 +50,13 @@ func (writeFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) R
 	if err != nil {
 		return Errorf("write_file: %v", ws.Explain(args.Path, err))
 	}
-	verb := "Updated"
+	verb, typ := "Updated", "update"
 	if created {
-		verb = "Created"
+		verb, typ = "Created", "create"
 	}
-	return OK(fmt.Sprintf("%s %s (%s written)", verb, args.Path, plural(len(args.Content), "byte")))
+	res = OK(fmt.Sprintf("%s %s (%s written)", verb, args.Path, plural(len(args.Content), "byte")))
+	res.Response = WriteResponse{Type: typ, FilePath: filepath.Join(ws.Dir(), rel), Content: args.Content, StructuredPatch: []Hunk{}}
+	return res
 }
 
 // writeFile replaces the content of the root-relative file rel, creating it
