@@ -159,9 +159,24 @@ func (e *env) loadRules(warn io.Writer) error {
 				mu.Unlock()
 			}
 		}
+	}, Show: func(ev hook.Event, text string) {
+		// What a hook says to the user (systemMessage, stopReason, a
+		// dropped prompt's reason): shown, never given to the model.
+		e.logger.Info("hook message", "event", ev.Name, "agent", ev.AgentName, "text", text)
+		if warn != nil {
+			mu.Lock()
+			fmt.Fprintf(warn, "troupe: hook %s: %s\n", ev.Name, text)
+			mu.Unlock()
+		}
 	}})
 	if err != nil {
 		return err
+	}
+	for _, w := range hooks.Warnings() {
+		e.logger.Warn("hook skipped", "warning", w)
+		if warn != nil {
+			fmt.Fprintf(warn, "troupe: %s\n", w)
+		}
 	}
 	g, err := guard.New(s.Words(), settings.Strings(s.GuardExempt))
 	if err != nil {
@@ -180,6 +195,7 @@ func (e *env) loadRules(warn io.Writer) error {
 		DefaultMode:    s.DefaultMode.Value,
 		DefaultPattern: s.DefaultPattern.Value,
 		TeammateModel:  s.TeammateModel.Value,
+		StateDir:       e.stateDir,
 	}
 	return nil
 }

@@ -268,7 +268,11 @@ func (r *Runner) AfterTool(who Who) func(ctx context.Context, call agent.Call, r
 func (r *Runner) UserPromptSubmit(ctx context.Context, who Who, prompt string) Outcome {
 	ev := who.Event(settings.UserPromptSubmit)
 	ev.Prompt = prompt
-	return r.Run(ctx, ev)
+	out := r.Run(ctx, ev)
+	if out.Blocked && r != nil && r.cfg.Show != nil {
+		r.cfg.Show(ev, "prompt blocked: "+out.Reason)
+	}
+	return out
 }
 
 // Stopping is an agent whose model ended its turn, for Stop and
@@ -372,4 +376,10 @@ func (r *Runner) TaskCompleted(ctx context.Context, who Who, t Task) Outcome {
 	ev := who.Event(settings.TaskCompleted)
 	ev.Task = &t
 	return r.Run(ctx, ev)
+}
+
+// SubagentOf returns the subagent ctx was marked with by WithSubagent.
+func SubagentOf(ctx context.Context) (Subagent, bool) {
+	s, ok := ctx.Value(subagentKey{}).(Subagent)
+	return s, ok
 }
