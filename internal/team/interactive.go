@@ -7,6 +7,7 @@ import (
 	"html"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/store"
@@ -153,6 +154,7 @@ func (i *Interactive) Running() []string { return i.s.running() }
 // Run drives the lead until ctx ends, and returns ctx's error. A failed
 // lead turn does not end it: the failure is reported and the human goes on.
 func (i *Interactive) Run(ctx context.Context) error {
+	i.s.sessionStart(ctx, "startup")
 	for {
 		w, err := i.next(ctx)
 		if err != nil {
@@ -223,6 +225,14 @@ func (i *Interactive) next(ctx context.Context) (wakeup, error) {
 		boardCh <-chan struct{}
 	)
 	defer func() { stop() }()
+	// Notification hooks (idle_prompt) hear once when the human has left
+	// the lead waiting, as Claude Code tells them after a quiet minute.
+	var idleC <-chan time.Time
+	if i.s.cfg.Rules.hooks().Has("Notification") {
+		idle := time.NewTimer(idlePromptAfter)
+		defer idle.Stop()
+		idleC = idle.C
+	}
 	for {
 		if c, ok := i.take(); ok {
 			if c.compact {
@@ -277,9 +287,16 @@ func (i *Interactive) next(ctx context.Context) (wakeup, error) {
 		case <-i.wake:
 		case <-inboxCh:
 		case <-boardCh:
+		case <-idleC:
+			idleC = nil
+			i.s.cfg.Rules.hooks().Notification(ctx, i.s.who, "idle_prompt", "Claude is waiting for your input", "")
 		}
 	}
 }
+
+// idlePromptAfter is how long the lead waits for the human before the
+// idle_prompt notification.
+const idlePromptAfter = 60 * time.Second
 
 // fromInbox takes what waits in the lead's inbox and decides whether it
 // wakes the lead.
