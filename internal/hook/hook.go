@@ -1,14 +1,18 @@
-// Package hook runs the hook commands of troupe's settings (Claude Code's
-// hook protocol): the event goes as JSON on stdin to `bash -c COMMAND` in
-// the workspace; exit 0 continues (stdout may hold a JSON decision), exit 2
-// blocks with stderr as the reason given to the model, any other exit is a
+// Package hook runs the hooks of troupe's settings the way Claude Code
+// runs them: the event goes as JSON on stdin to `bash -c COMMAND` in the
+// workspace, in Claude Code's shape (its tool names, tool_input and
+// tool_response objects, session_id, transcript_path, …, with troupe's
+// team fields as extras); exit 0 continues (stdout may hold a JSON
+// decision), exit 2 blocks with stderr as the reason given to the model
+// (to the user on events that cannot be blocked), any other exit is a
 // reported, non-blocking error. Every hook runs in its own process group
 // and is killed with it at its timeout, so a broken or slow hook is
 // reported and never hangs an agent. The hooks of one event run in
 // parallel; any block wins.
 //
 // It knows agent calls and tool results (for the gate and post-tool
-// adapters) but nothing of teams: who an agent is comes in a Who.
+// adapters) but nothing of teams: who an agent is comes in a Who. It must
+// never depend on team, store or cli.
 package hook
 
 import (
