@@ -219,6 +219,10 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 	if cfg.Model == "" && e.settings != nil {
 		cfg.Model = e.settings.LeadModel.Value
 	}
+	if e.rules != nil {
+		// Prompt hooks ask the lead's model.
+		e.rules.Hooks.SetAsker(hook.ProviderAsker(provider, cfg.Model))
+	}
 	if cfg.PermissionMode == "" && e.settings != nil {
 		cfg.PermissionMode = e.settings.DefaultMode.Value
 	}
@@ -285,6 +289,9 @@ also be started by hand, on any machine that shares the state directory.`,
 			t, err := e.store.Team(a.ctx, teamName)
 			if err != nil {
 				return withCode(ExitError, err)
+			}
+			if e.rules != nil {
+				e.rules.Hooks.SetAsker(hook.ProviderAsker(provider, model))
 			}
 			err = team.RunMember(a.ctx, team.MemberConfig{
 				Team: t, Name: name, Provider: provider, Workspace: e.ws, DefaultModel: model,

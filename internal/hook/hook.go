@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/permission"
@@ -191,6 +192,9 @@ type Config struct {
 	Show func(ev Event, text string)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Ask answers prompt hooks (type "prompt", and "agent" run as one);
+	// nil: they are reported and not run, unless SetAsker gives one.
+	Ask Asker
 }
 
 // Runner runs configured hooks. A nil *Runner runs nothing. It is safe for
@@ -200,6 +204,7 @@ type Runner struct {
 	hooks    []compiled
 	warnings []string
 	pending  pending // PreToolUse context waiting for its call's result
+	asker    atomic.Pointer[Asker]
 }
 
 type compiled struct {
@@ -238,7 +243,10 @@ func New(cfg Config) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg}
 	for _, h := range cfg.Hooks {
-		if h.Type != "command" {
+		switch {
+		case h.Type == "command":
+		case (h.Type == "prompt" || h.Type == "agent") && strings.TrimSpace(h.Prompt) != "":
+		default:
 			continue // kept in settings, reported there; not run
 		}
 		c := compiled{Hook: h}
@@ -327,13 +335,14 @@ func (r *Runner) matching(ev Event) []settings.Hook {
 	seen := map[string]bool{}
 	targets, filtered := matchTargets(ev)
 	for _, h := range r.hooks {
-		if h.Event != ev.Name || seen[h.Command] {
+		key := h.Type + "\x00" + h.Command + "\x00" + h.Prompt
+		if h.Event != ev.Name || seen[key] {
 			continue
 		}
 		if filtered && !h.matches(ev, targets) {
 			continue
 		}
-		seen[h.Command] = true
+		seen[key] = true
 		out = append(out, h.Hook)
 	}
 	return out
@@ -371,7 +380,11 @@ func (r *Runner) Run(ctx context.Context, ev Event) Outcome {
 	var wg sync.WaitGroup
 	for i, h := range hooks {
 		wg.Go(func() {
-			results[i] = r.exec(ctx, h, stdin)
+			if h.Type == "command" {
+				results[i] = r.exec(ctx, h, stdin)
+			} else {
+				results[i] = r.askHook(ctx, h, stdin)
+			}
 			interpret(&results[i])
 			if r.cfg.Report != nil {
 				r.cfg.Report(ev, results[i])
