@@ -1,11 +1,13 @@
 package team_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -109,4 +111,64 @@ rules:
 func str(v any) string {
 	s, _ := v.(string)
 	return s
+}
+
+// TestHookSessionIDSurvivesResume: the lead's session_id, made before its
+// team existed, is the one a later session resuming the team fires
+// SessionStart (source resume) with; SessionEnd fires when a session closes.
+func TestHookSessionIDSurvivesResume(t *testing.T) {
+	capture := `jq -c '{e: .hook_event_name, id: .session_id, source, reason}' >> "$CLAUDE_PROJECT_DIR/events.jsonl"`
+	var hooks []settings.Hook
+	for _, e := range []string{"SessionStart", "SessionEnd"} {
+		hooks = append(hooks, settings.Hook{Event: e, Type: "command", Command: capture})
+	}
+	script := `
+rules:
+  - agent: team-lead
+    contains: "Make a team"
+    reply: [{tool_use: {name: TeamCreate, input: {team_name: kept}}}]
+  - agent: team-lead
+    times: 0
+    reply: [{text: "ok"}]
+`
+	var cfg team.Config
+	f := start(t, script, withRules(t, hooks, nil), func(c *team.Config) { cfg = *c })
+	f.run("Make a team.")
+	if err := f.sess.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := team.NewSession(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := again.Resume(ctx, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(f.ws, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("%v: %s", err, l)
+		}
+		got = append(got, ev)
+	}
+	if len(got) != 3 {
+		t.Fatalf("events: %v", got)
+	}
+	id := got[0]["id"]
+	want := []map[string]any{
+		{"e": "SessionStart", "id": id, "source": "startup", "reason": nil},
+		{"e": "SessionEnd", "id": id, "source": nil, "reason": "other"},
+		{"e": "SessionStart", "id": id, "source": "resume", "reason": nil},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
 }

@@ -36,7 +36,8 @@ func TestResponses(t *testing.T) {
 		{"write new", writeFileTool{}, map[string]any{"path": "sub/b.txt", "content": "hi\n"},
 			WriteResponse{Type: "create", FilePath: filepath.Join(dir, "sub/b.txt"), Content: "hi\n", StructuredPatch: []Hunk{}}},
 		{"write again", writeFileTool{}, map[string]any{"path": "sub/b.txt", "content": "ho\n"},
-			WriteResponse{Type: "update", FilePath: filepath.Join(dir, "sub/b.txt"), Content: "ho\n", StructuredPatch: []Hunk{}}},
+			WriteResponse{Type: "update", FilePath: filepath.Join(dir, "sub/b.txt"), Content: "ho\n", OriginalFile: ptr("hi\n"),
+				StructuredPatch: []Hunk{{OldStart: 1, OldLines: 1, NewStart: 1, NewLines: 1, Lines: []string{"-hi", "+ho"}}}}},
 		{"bash", bashTool{}, map[string]any{"command": "echo out"}, BashResponse{Stdout: "out\n"}},
 	}
 	for _, tt := range tests {
@@ -67,3 +68,5 @@ func TestPatch(t *testing.T) {
 		}
 	}
 }
+
+func ptr(s string) *string { return &s }
