@@ -139,6 +139,12 @@ func contextBlocks(ctx []string) []llm.Block {
 	return out
 }
 
+// withCompactHooks returns c with who's compaction hooks (compactHooks).
+func (r *Rules) withCompactHooks(who hook.Who, c agent.Config) agent.Config {
+	c.PreCompact, c.PostCompact = r.compactHooks(who)
+	return c
+}
+
 // compactHooks are an agent's agent.Config.PreCompact and PostCompact: the
 // PreCompact hooks, then the SessionStart hooks of source "compact", whose
 // context goes into the new conversation.

@@ -107,7 +107,6 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		model = cfg.DefaultModel
 	}
 	m.who = memberWho(cfg.Rules, r.Name, r, m.name, m.role, func() string { return string(m.permMode()) })
-	preCompact, postCompact := cfg.Rules.compactHooks(m.who)
 	m.chain = cfg.Rules.gate(cfg.Workspace, m.who, m.permMode,
 		func(ctx context.Context, c agent.Call, v permission.Verdict) agent.Decision {
 			return m.askPermission(ctx, c, v.Reason)
@@ -121,7 +120,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	}
 	list := &todo.List{}
 	compactor, onCompact := compaction(func() (store.Team, error) { return cfg.Team, nil }, m.name, cfg.Logger)
-	ag, err := agent.New(agent.Config{
+	ag, err := agent.New(cfg.Rules.withCompactHooks(m.who, agent.Config{
 		Name:     m.name,
 		Team:     r.Name,
 		Provider: cfg.Pacer.Provider(cfg.Provider, me.Name),
@@ -132,21 +131,19 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 			Instructions: instr,
 			Sections:     cfg.Sections,
 		}.String(),
-		Tools:       teammateRegistry(b, list),
-		Env:         &tool.Env{Workspace: cfg.Workspace, Agent: m.name, Team: r.Name, Jobs: m.jobs, Hidden: cfg.Rules.hidden()},
-		MaxTurns:    cfg.MaxTurns,
-		Gate:        m.gate,
-		AfterTool:   cfg.Rules.afterTool(cfg.Workspace, m.who),
-		Boundaries:  []agent.Boundary{m.boundary, agent.TodoReminder(list), jobAnnouncer(m.jobs)},
-		Observe:     m.observeUsage(cfg.Observe),
-		Record:      m.record,
-		Identity:    id.Line(),
-		Compactor:   compactor,
-		OnCompact:   onCompact,
-		PreCompact:  preCompact,
-		PostCompact: postCompact,
-		Budget:      func() error { return m.budget.check(context.Background(), m.name) },
-	})
+		Tools:      teammateRegistry(b, list),
+		Env:        &tool.Env{Workspace: cfg.Workspace, Agent: m.name, Team: r.Name, Jobs: m.jobs, Hidden: cfg.Rules.hidden()},
+		MaxTurns:   cfg.MaxTurns,
+		Gate:       m.gate,
+		AfterTool:  cfg.Rules.afterTool(cfg.Workspace, m.who),
+		Boundaries: []agent.Boundary{m.boundary, agent.TodoReminder(list), jobAnnouncer(m.jobs)},
+		Observe:    m.observeUsage(cfg.Observe),
+		Record:     m.record,
+		Identity:   id.Line(),
+		Compactor:  compactor,
+		OnCompact:  onCompact,
+		Budget:     func() error { return m.budget.check(context.Background(), m.name) },
+	}))
 	if err != nil {
 		return nil, err
 	}

@@ -275,11 +275,10 @@ func NewSession(cfg Config) (*Session, error) {
 		Observe: s.usage.observe(cfg.Observe), Gate: gate, Compactor: &compact.Compactor{}, Hidden: cfg.Rules.hidden(),
 		AfterTool: cfg.Rules.afterTool(cfg.Workspace, who)}
 	sub.Start, sub.Stop = cfg.Rules.subagentHooks(who)
-	preCompact, postCompact := cfg.Rules.compactHooks(who)
 	list := &todo.List{}
 	id := agent.Identity{Name: store.LeadName}
 	compactor, onCompact := compaction(s.Team, store.LeadName, cfg.Logger)
-	lead, err := agent.New(agent.Config{
+	lead, err := agent.New(cfg.Rules.withCompactHooks(who, agent.Config{
 		Name:     store.LeadName,
 		Provider: cfg.Pacer.Provider(cfg.Provider, store.LeadName),
 		Model:    cfg.Model,
@@ -289,19 +288,17 @@ func NewSession(cfg Config) (*Session, error) {
 			Instructions: leadInstructions,
 			Sections:     cfg.Sections,
 		}.String(),
-		Tools:       leadRegistry(b, list, cfg.Skills, tool.TaskHandlers{Subagent: subagent.Handler(sub), Teammate: s.teammateHandler}),
-		Env:         &tool.Env{Workspace: cfg.Workspace, Agent: store.LeadName, Jobs: s.jobs, Hidden: cfg.Rules.hidden()},
-		MaxTurns:    cfg.MaxTurns,
-		Gate:        gate,
-		AfterTool:   cfg.Rules.afterTool(cfg.Workspace, who),
-		Boundaries:  []agent.Boundary{s.leadBoundary, agent.TodoReminder(list), jobAnnouncer(s.jobs)},
-		Observe:     s.usage.observe(cfg.Observe),
-		Record:      s.recordLead,
-		Identity:    id.Line(),
-		Compactor:   compactor,
-		OnCompact:   onCompact,
-		PreCompact:  preCompact,
-		PostCompact: postCompact,
+		Tools:      leadRegistry(b, list, cfg.Skills, tool.TaskHandlers{Subagent: subagent.Handler(sub), Teammate: s.teammateHandler}),
+		Env:        &tool.Env{Workspace: cfg.Workspace, Agent: store.LeadName, Jobs: s.jobs, Hidden: cfg.Rules.hidden()},
+		MaxTurns:   cfg.MaxTurns,
+		Gate:       gate,
+		AfterTool:  cfg.Rules.afterTool(cfg.Workspace, who),
+		Boundaries: []agent.Boundary{s.leadBoundary, agent.TodoReminder(list), jobAnnouncer(s.jobs)},
+		Observe:    s.usage.observe(cfg.Observe),
+		Record:     s.recordLead,
+		Identity:   id.Line(),
+		Compactor:  compactor,
+		OnCompact:  onCompact,
 		Budget: func() error {
 			t, err := s.Team()
 			if err != nil {
@@ -315,7 +312,7 @@ func NewSession(cfg Config) (*Session, error) {
 			s.mu.Unlock()
 			return b.check(context.Background(), store.LeadName)
 		},
-	})
+	}))
 	if err != nil {
 		return nil, err
 	}
