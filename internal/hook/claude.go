@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	"github.com/troupe-dev/troupe/internal/permission"
 )
@@ -126,9 +125,4 @@ func troupeInput(name string, updated json.RawMessage) (json.RawMessage, error) 
 		m[f.troupe] = v
 	}
 	return json.Marshal(m)
-}
-
-// notJSONObject reports whether raw is not a JSON object (nil is not one).
-func notJSONObject(raw json.RawMessage) bool {
-	return !strings.HasPrefix(strings.TrimSpace(string(raw)), "{")
 }

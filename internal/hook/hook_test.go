@@ -398,3 +398,29 @@ func TestNilRunner(t *testing.T) {
 		t.Error("a nil runner's gate refused")
 	}
 }
+
+// TestSubagentEvents: the calls of a subagent carry its agent_id and
+// agent_type; SubagentStart and SubagentStop name it, and their matcher is
+// its type.
+func TestSubagentEvents(t *testing.T) {
+	dir := t.TempDir()
+	capture := `jq -c '{e: .hook_event_name, id: .agent_id, type: .agent_type, active: .stop_hook_active, last: .last_assistant_message}' >> "$TROUPE_PROJECT_DIR/ev.jsonl"`
+	r := newRunner(t, dir, cmdHook(settings.PreToolUse, "Bash", capture), cmdHook(settings.SubagentStart, "Explore", capture),
+		cmdHook(settings.SubagentStop, "Explore|general-purpose", capture), cmdHook(settings.SubagentStart, "Plan", "exit 1"))
+	sa := Subagent{ID: "sub-1", Type: "Explore"}
+	ctx := WithSubagent(context.Background(), sa)
+	r.SubagentStart(ctx, who, sa)
+	r.Gate(who, nil)(ctx, bashCall("ls"))
+	r.StopHooks(ctx, who, Stopping{Subagent: true, Agent: sa, LastMessage: "found it"})
+	b, err := os.ReadFile(filepath.Join(dir, "ev.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"e":"SubagentStart","id":"sub-1","type":"Explore","active":null,"last":null}
+{"e":"PreToolUse","id":"sub-1","type":"Explore","active":null,"last":null}
+{"e":"SubagentStop","id":"sub-1","type":"Explore","active":false,"last":"found it"}
+`
+	if diff := cmp.Diff(want, string(b)); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
