@@ -118,6 +118,11 @@ func (s *Session) withStartContext(input []llm.Block) []llm.Block {
 	return out
 }
 
+// EndHooks runs the SessionEnd hooks with Claude Code's reason
+// ("prompt_input_exit" when the human left the terminal UI); Close runs
+// them with "other" unless they ran already.
+func (s *Session) EndHooks(reason string) { s.sessionEnd(reason) }
+
 // sessionEnd runs the SessionEnd hooks, once.
 func (s *Session) sessionEnd(reason string) {
 	s.hk.mu.Lock()
