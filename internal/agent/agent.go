@@ -37,6 +37,43 @@ var (
 type Decision struct {
 	Allow  bool
 	Reason string // shown to the model when the call is refused
+	// Input, if set, replaces the call's input: the tool runs with it,
+	// and AfterTool and observers see it (a PreToolUse hook's
+	// updatedInput). It must be a JSON object.
+	Input json.RawMessage
+}
+
+// haltKey carries a run's *halt in its context.
+type haltKey struct{}
+
+type halt struct {
+	mu     sync.Mutex
+	reason string
+	set    bool
+}
+
+// Halt asks the run whose context ctx is (or derives from) to stop once
+// the tool calls of its current round are answered, instead of calling the
+// model again; Result.Halted then holds reason. It is how a hook's
+// "continue": false stops an agent. It reports whether ctx belongs to a
+// run. Safe for concurrent use (gates, AfterTool and boundaries call it).
+func Halt(ctx context.Context, reason string) bool {
+	h, ok := ctx.Value(haltKey{}).(*halt)
+	if !ok {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.set {
+		h.set, h.reason = true, reason
+	}
+	return true
+}
+
+func (h *halt) get() (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reason, h.set
 }
 
 // Gate decides whether a tool call may run. It may block (for example while
@@ -111,6 +148,13 @@ type Config struct {
 	// compaction: the history stays as it was and the error ends the run
 	// (or is returned by Compact).
 	OnCompact func(Compaction) error
+	// PreCompact, if set, is called before a compaction's summary is
+	// asked for (PreCompact hooks).
+	PreCompact func(ctx context.Context, reason CompactReason, focus string)
+	// PostCompact, if set, is called once a compaction has replaced the
+	// history; the blocks it returns are added to the new conversation's
+	// last user turn (SessionStart hooks of source "compact").
+	PostCompact func(ctx context.Context, c Compaction) []llm.Block
 }
 
 // EventType names an Event.
@@ -152,6 +196,11 @@ type Result struct {
 	StopReason llm.StopReason // of the last model call
 	Turns      int            // model calls made in this run
 	Usage      llm.Usage      // summed over this run
+	// Halted is set when the run stopped because Halt was called: the
+	// reason given (for the user, not the model).
+	Halted string
+	// WasHalted reports that Halt was called, even with an empty reason.
+	WasHalted bool
 }
 
 // Agent holds one conversation. Its methods must not be called concurrently.
@@ -242,6 +291,8 @@ func (a *Agent) Run(ctx context.Context, input ...llm.Block) (*Result, error) {
 	}
 	a.appendMessage(llm.Message{Role: llm.RoleUser, Content: input})
 	res := &Result{}
+	h := &halt{}
+	ctx = context.WithValue(ctx, haltKey{}, h)
 	continuations := 0
 	for {
 		if a.cfg.MaxTurns > 0 && res.Turns >= a.cfg.MaxTurns {
@@ -299,6 +350,10 @@ func (a *Agent) Run(ctx context.Context, input ...llm.Block) (*Result, error) {
 		a.appendMessage(llm.Message{Role: llm.RoleUser, Content: blocks})
 		if err := ctx.Err(); err != nil {
 			return res, err
+		}
+		if reason, ok := h.get(); ok {
+			res.Halted, res.WasHalted = reason, true
+			return res, nil
 		}
 	}
 }
@@ -412,6 +467,12 @@ func (a *Agent) execute(ctx context.Context, t tool.Tool, ok bool, call *Call) (
 				reason = "permission denied"
 			}
 			return tool.Errorf("%s was not run: %s", call.Name, reason), false
+		} else if len(d.Input) > 0 {
+			if !json.Valid(d.Input) {
+				return tool.Errorf("%s was not run: its rewritten input is not valid JSON", call.Name), false
+			}
+			input = d.Input
+			call.Input = d.Input
 		}
 	}
 	if err := ctx.Err(); err != nil {

@@ -120,6 +120,9 @@ func (a *Agent) beforeCall(ctx context.Context) error {
 // compact summarises the conversation and replaces it.
 func (a *Agent) compact(ctx context.Context, reason CompactReason, focus string) error {
 	c := a.cfg.Compactor
+	if a.cfg.PreCompact != nil {
+		a.cfg.PreCompact(ctx, reason, focus)
+	}
 	before := a.Messages()
 	used := a.reported + int64(chars(a.messages[a.measured:])/4)
 	msgs, resp, err := c.Compact(ctx, a.cfg.Provider, a.request(), a.cfg.Identity, focus)
@@ -147,6 +150,16 @@ func (a *Agent) compact(ctx context.Context, reason CompactReason, focus string)
 	if a.cfg.OnCompact != nil {
 		if err := a.cfg.OnCompact(rec); err != nil {
 			return fmt.Errorf("compact the conversation of %s: %w", a.cfg.Name, err)
+		}
+	}
+	if a.cfg.PostCompact != nil {
+		if extra := a.cfg.PostCompact(ctx, rec); len(extra) > 0 {
+			msgs = append([]llm.Message(nil), msgs...)
+			if last := len(msgs) - 1; msgs[last].Role == llm.RoleUser {
+				msgs[last].Content = append(append([]llm.Block(nil), msgs[last].Content...), extra...)
+			} else {
+				msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: extra})
+			}
 		}
 	}
 	a.messages = nil

@@ -64,13 +64,21 @@ order they are merged.`,
 			}
 			for _, h := range s.Hooks {
 				t := h.Timeout
+				prompt := (h.Type == "prompt" || h.Type == "agent") && strings.TrimSpace(h.Prompt) != ""
 				if t <= 0 {
 					t = hook.DefaultTimeout
+					if prompt {
+						t = hook.PromptTimeout
+					}
+				}
+				command := h.Command
+				if prompt {
+					command = h.Type + ": " + h.Prompt
 				}
 				out.Hooks = append(out.Hooks, jsonHook{
-					Event: h.Event, Matcher: h.Matcher, Type: h.Type, Command: h.Command,
+					Event: h.Event, Matcher: h.Matcher, Type: h.Type, Command: command,
 					TimeoutSeconds: t.Seconds(), Source: h.Source.Path, Scope: string(h.Source.Scope),
-					Runs: h.Type == "command" && settings.KnownEvent(h.Event),
+					Runs: (h.Type == "command" || prompt) && settings.KnownEvent(h.Event),
 				})
 			}
 			if asJSON {

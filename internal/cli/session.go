@@ -165,9 +165,24 @@ func (e *env) loadRules(warn io.Writer) error {
 				mu.Unlock()
 			}
 		}
+	}, Show: func(ev hook.Event, text string) {
+		// What a hook says to the user (systemMessage, stopReason, a
+		// dropped prompt's reason): shown, never given to the model.
+		e.logger.Info("hook message", "event", ev.Name, "agent", ev.AgentName, "text", text)
+		if warn != nil {
+			mu.Lock()
+			fmt.Fprintf(warn, "troupe: hook %s: %s\n", ev.Name, text)
+			mu.Unlock()
+		}
 	}})
 	if err != nil {
 		return err
+	}
+	for _, w := range hooks.Warnings() {
+		e.logger.Warn("hook skipped", "warning", w)
+		if warn != nil {
+			fmt.Fprintf(warn, "troupe: %s\n", w)
+		}
 	}
 	g, err := guard.New(s.Words(), settings.Strings(s.GuardExempt))
 	if err != nil {
@@ -186,6 +201,7 @@ func (e *env) loadRules(warn io.Writer) error {
 		DefaultMode:    s.DefaultMode.Value,
 		DefaultPattern: s.DefaultPattern.Value,
 		TeammateModel:  s.TeammateModel.Value,
+		StateDir:       e.stateDir,
 	}
 	return nil
 }
@@ -208,6 +224,10 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 	}
 	if cfg.Model == "" && e.settings != nil {
 		cfg.Model = e.settings.LeadModel.Value
+	}
+	if e.rules != nil {
+		// Prompt hooks ask the lead's model.
+		e.rules.Hooks.SetAsker(hook.ProviderAsker(provider, cfg.Model))
 	}
 	if cfg.PermissionMode == "" && e.settings != nil {
 		cfg.PermissionMode = e.settings.DefaultMode.Value
@@ -300,6 +320,9 @@ lead's answers from forged ones.`,
 			}
 			if err != nil {
 				return withCode(ExitError, fmt.Errorf("team key: %w", err))
+			}
+			if e.rules != nil {
+				e.rules.Hooks.SetAsker(hook.ProviderAsker(provider, model))
 			}
 			err = team.RunMember(a.ctx, team.MemberConfig{
 				Team: t, Name: name, Key: key, Provider: provider, Workspace: e.ws, DefaultModel: model,

@@ -87,6 +87,7 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 	it := team.NewInteractive(sess, func(u team.Update) { q.push(tui.UpdateMsg(u)) })
 	model := tui.New(tui.Options{Controller: &sessionCtl{it: it, sess: sess, lead: asker}})
 	err = a.play(model, in, out, q, func(ctx context.Context) { _ = it.Run(ctx) })
+	sess.EndHooks("prompt_input_exit")
 	closeErr := sess.Close()
 	if err == nil {
 		err = closeErr

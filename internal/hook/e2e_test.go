@@ -39,7 +39,7 @@ rules:
 	defer w.Close()
 	r := newRunner(t, ws,
 		cmdHook(settings.PreToolUse, "Bash", `grep -q 'rm -rf' && { echo "never delete build/; ask the lead" >&2; exit 2; }; exit 0`),
-		cmdHook(settings.PostToolUse, "Bash", `cat > post.json; l=$(sed -n 's/.*"content":"\([a-z]*\).*/post-check: saw \1/p' post.json); echo "{\"hookSpecificOutput\": {\"additionalContext\": \"$l\"}}"`),
+		cmdHook(settings.PostToolUse, "Bash", `cat > post.json; l=$(sed -n 's/.*"stdout":"\([a-z]*\).*/post-check: saw \1/p' post.json); echo "{\"hookSpecificOutput\": {\"additionalContext\": \"$l\"}}"`),
 	)
 	p, err := anthropic.New(anthropic.Config{APIKey: "test", BaseURL: srv.URL(), MaxRetries: -1})
 	if err != nil {

@@ -153,10 +153,17 @@ func waitGone(pgid int) {
 // file.
 func describe(h settings.Hook) string {
 	c := strings.Join(strings.Fields(h.Command), " ")
+	if h.Type == "prompt" || h.Type == "agent" {
+		c = strings.Join(strings.Fields(h.Prompt), " ")
+	}
 	if r := []rune(c); len(r) > 60 {
 		c = string(r[:57]) + "..."
 	}
-	s := fmt.Sprintf("hook %q (%s", c, h.Event)
+	kind := "hook"
+	if h.Type == "prompt" || h.Type == "agent" {
+		kind = h.Type + " hook"
+	}
+	s := fmt.Sprintf("%s %q (%s", kind, c, h.Event)
 	if h.Source.Path != "" {
 		s += ", " + h.Source.Path
 	}

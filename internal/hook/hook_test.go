@@ -76,7 +76,8 @@ func TestPreToolUseExit2Blocks(t *testing.T) {
 	want := map[string]any{
 		"hook_event_name": "PreToolUse", "cwd": dir, "permission_mode": "default",
 		"agent_name": "alice", "team_name": "t1", "agent_role": "tester",
-		"tool_name": "bash", "tool_input": map[string]any{"command": "rm -rf build"}, "tool_use_id": "toolu_1",
+		"tool_name": "Bash", "tool_input": map[string]any{"command": "rm -rf build"}, "tool_use_id": "toolu_1",
+		"session_id": "", "transcript_path": "",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("stdin (-want +got):\n%s", diff)
@@ -295,16 +296,28 @@ func TestMatcher(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var got []string
-		for _, h := range r.matching(Event{Name: tt.event, ToolName: tt.tool}) {
+		ev := Event{Name: tt.event, ToolName: ToolName(tt.tool), tool: tt.tool}
+		for _, h := range r.matching(ev) {
 			got = append(got, h.Command)
 		}
 		if diff := cmp.Diff(tt.want, got); diff != "" {
 			t.Errorf("%s %s (-want +got):\n%s", tt.event, tt.tool, diff)
 		}
 	}
-	if _, err := New(Config{Hooks: []settings.Hook{cmdHook(settings.PreToolUse, "Edit(", "x")}}); !errors.Is(err, ErrBadMatcher) ||
-		!strings.Contains(err.Error(), "/ws/.troupe/settings.json") {
-		t.Errorf("bad matcher: %v", err)
+	bad, err := New(Config{Hooks: []settings.Hook{cmdHook(settings.PreToolUse, "Edit(", "x"), cmdHook(settings.PreToolUse, "Edit", "y")}})
+	if err != nil {
+		t.Fatalf("a bad matcher stopped New: %v", err)
+	}
+	if w := bad.Warnings(); len(w) != 1 || !strings.Contains(w[0], ErrBadMatcher.Error()) || !strings.Contains(w[0], "/ws/.troupe/settings.json") ||
+		!strings.Contains(w[0], `"Edit("`) {
+		t.Errorf("warnings = %q", w)
+	}
+	var got []string
+	for _, h := range bad.matching(Event{Name: settings.PreToolUse, ToolName: "Edit"}) {
+		got = append(got, h.Command)
+	}
+	if diff := cmp.Diff([]string{"y"}, got); diff != "" {
+		t.Errorf("with a bad matcher (-want +got):\n%s", diff)
 	}
 }
 
@@ -383,5 +396,31 @@ func TestNilRunner(t *testing.T) {
 	}
 	if d := r.Gate(who, nil)(context.Background(), bashCall("x")); !d.Allow {
 		t.Error("a nil runner's gate refused")
+	}
+}
+
+// TestSubagentEvents: the calls of a subagent carry its agent_id and
+// agent_type; SubagentStart and SubagentStop name it, and their matcher is
+// its type.
+func TestSubagentEvents(t *testing.T) {
+	dir := t.TempDir()
+	capture := `jq -c '{e: .hook_event_name, id: .agent_id, type: .agent_type, active: .stop_hook_active, last: .last_assistant_message}' >> "$TROUPE_PROJECT_DIR/ev.jsonl"`
+	r := newRunner(t, dir, cmdHook(settings.PreToolUse, "Bash", capture), cmdHook(settings.SubagentStart, "Explore", capture),
+		cmdHook(settings.SubagentStop, "Explore|general-purpose", capture), cmdHook(settings.SubagentStart, "Plan", "exit 1"))
+	sa := Subagent{ID: "sub-1", Type: "Explore"}
+	ctx := WithSubagent(context.Background(), sa)
+	r.SubagentStart(ctx, who, sa)
+	r.Gate(who, nil)(ctx, bashCall("ls"))
+	r.StopHooks(ctx, who, Stopping{Subagent: true, Agent: sa, LastMessage: "found it"})
+	b, err := os.ReadFile(filepath.Join(dir, "ev.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"e":"SubagentStart","id":"sub-1","type":"Explore","active":null,"last":null}
+{"e":"PreToolUse","id":"sub-1","type":"Explore","active":null,"last":null}
+{"e":"SubagentStop","id":"sub-1","type":"Explore","active":false,"last":"found it"}
+`
+	if diff := cmp.Diff(want, string(b)); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }

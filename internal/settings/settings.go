@@ -47,21 +47,31 @@ func (s Source) String() string {
 	return s.Path
 }
 
-// Hook event names. Claude Code's other events (SessionStart, PreCompact,
-// Notification, …) are kept when configured; troupe does not fire them.
+// Hook event names, as Claude Code names them. Other events of Claude
+// Code's (PostCompact, ConfigChange, …) are kept when configured; troupe
+// does not fire them.
 const (
-	PreToolUse       = "PreToolUse"
-	PostToolUse      = "PostToolUse"
-	UserPromptSubmit = "UserPromptSubmit"
-	Stop             = "Stop"
-	SubagentStop     = "SubagentStop"
-	TeammateIdle     = "TeammateIdle"
-	TaskCreated      = "TaskCreated"
-	TaskCompleted    = "TaskCompleted"
+	PreToolUse         = "PreToolUse"
+	PostToolUse        = "PostToolUse"
+	PostToolUseFailure = "PostToolUseFailure"
+	PermissionRequest  = "PermissionRequest"
+	UserPromptSubmit   = "UserPromptSubmit"
+	Notification       = "Notification"
+	Stop               = "Stop"
+	SubagentStart      = "SubagentStart"
+	SubagentStop       = "SubagentStop"
+	PreCompact         = "PreCompact"
+	SessionStart       = "SessionStart"
+	SessionEnd         = "SessionEnd"
+	TeammateIdle       = "TeammateIdle"
+	TaskCreated        = "TaskCreated"
+	TaskCompleted      = "TaskCompleted"
 )
 
 // Events are the hook events troupe fires.
-var Events = []string{PreToolUse, PostToolUse, UserPromptSubmit, Stop, SubagentStop, TeammateIdle, TaskCreated, TaskCompleted}
+var Events = []string{PreToolUse, PostToolUse, PostToolUseFailure, PermissionRequest, UserPromptSubmit,
+	Notification, Stop, SubagentStart, SubagentStop, PreCompact, SessionStart, SessionEnd,
+	TeammateIdle, TaskCreated, TaskCompleted}
 
 // KnownEvent reports whether troupe fires the event.
 func KnownEvent(name string) bool {
@@ -77,8 +87,10 @@ func KnownEvent(name string) bool {
 type Hook struct {
 	Event   string        `json:"event"`
 	Matcher string        `json:"matcher,omitempty"`
-	Type    string        `json:"type"`              // "command"; other types are kept and not run
+	Type    string        `json:"type"`              // "command" or "prompt" ("agent" runs as "prompt"); others are kept and not run
 	Command string        `json:"command,omitempty"` // bash source
+	Prompt  string        `json:"prompt,omitempty"`  // a prompt hook's question; $ARGUMENTS is the event
+	Model   string        `json:"model,omitempty"`   // a prompt hook's model ("": the runner's)
 	Timeout time.Duration `json:"timeout,omitempty"` // zero: the runner's default
 	Source  Source        `json:"source"`
 }
@@ -192,6 +204,8 @@ type rawGroup struct {
 type rawHook struct {
 	Type    string   `json:"type"`
 	Command string   `json:"command"`
+	Prompt  string   `json:"prompt"`
+	Model   string   `json:"model"`
 	Timeout *float64 `json:"timeout"` // seconds, as in Claude Code
 }
 
@@ -256,7 +270,11 @@ func Parse(data []byte, src Source) (*File, error) {
 					return nil, fmt.Errorf("%w: %s: hooks.%s[%d].hooks[%d]: empty \"command\"", ErrMalformed, src, event, gi, hi)
 				case h.Timeout != nil && *h.Timeout <= 0:
 					return nil, fmt.Errorf("%w: %s: hooks.%s[%d].hooks[%d]: timeout %v: want a positive number of seconds", ErrMalformed, src, event, gi, hi, *h.Timeout)
-				case h.Type != "command":
+				case (h.Type == "prompt" || h.Type == "agent") && strings.TrimSpace(h.Prompt) == "":
+					f.Warnings = append(f.Warnings, fmt.Sprintf("%s: hooks.%s[%d].hooks[%d]: %s hook without a \"prompt\"; it never runs", src, event, gi, hi, h.Type))
+				case h.Type == "agent":
+					f.Warnings = append(f.Warnings, fmt.Sprintf("%s: hooks.%s[%d].hooks[%d]: agent hooks run as prompt hooks in troupe: the model answers without tools", src, event, gi, hi))
+				case h.Type != "command" && h.Type != "prompt":
 					f.Warnings = append(f.Warnings, fmt.Sprintf("%s: hooks.%s[%d].hooks[%d]: hook type %q is not supported; only \"command\" hooks run", src, event, gi, hi, h.Type))
 				}
 			}
@@ -333,7 +351,7 @@ func Merge(files ...*File) *Settings {
 		for _, e := range events {
 			for _, g := range f.raw.Hooks[e] {
 				for _, h := range g.Hooks {
-					hk := Hook{Event: e, Matcher: g.Matcher, Type: h.Type, Command: h.Command, Source: src}
+					hk := Hook{Event: e, Matcher: g.Matcher, Type: h.Type, Command: h.Command, Prompt: h.Prompt, Model: h.Model, Source: src}
 					if h.Timeout != nil {
 						hk.Timeout = time.Duration(*h.Timeout * float64(time.Second))
 					}

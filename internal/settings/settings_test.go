@@ -121,7 +121,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestParseWarnings(t *testing.T) {
-	f, err := Parse([]byte(`{"hooks": {"SessionStart": [{"hooks": [{"type": "prompt", "command": "x"}]}]}, "permissions": {"defaultMode": "yolo"}}`), Source{Path: "s.json"})
+	f, err := Parse([]byte(`{"hooks": {"PostCompact": [{"hooks": [{"type": "prompt", "command": "x"}]}]}, "permissions": {"defaultMode": "yolo"}}`), Source{Path: "s.json"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,12 @@ type Runner struct {
 	// Stop, if set, is asked when the subagent's model ends its turn
 	// (SubagentStop hooks): again sends it back to work with reason, at most
 	// three times. active says it already runs on because of a Stop.
-	Stop func(ctx context.Context, name string, active bool) (reason string, again bool)
+	// last is the text of its last reply.
+	Stop func(ctx context.Context, name, last string, active bool) (reason string, again bool)
+	// Start, if set, is called before a subagent of type typ runs
+	// (SubagentStart hooks): the context it returns is the run's (its
+	// gate, AfterTool and Stop see it), the blocks go with the prompt.
+	Start func(ctx context.Context, name, typ string) (context.Context, []llm.Block)
 	// Hidden, if set, is the parent's tool.Env.Hidden: paths a search must
 	// leave out.
 	Hidden func(tool, rel string) bool
@@ -157,9 +162,15 @@ func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("subagent %s: %w", name, err)
 	}
-	res, err := a.Run(ctx, llm.TextBlock(args.Prompt))
+	input := []llm.Block{llm.TextBlock(args.Prompt)}
+	if r.Start != nil {
+		var extra []llm.Block
+		ctx, extra = r.Start(ctx, name, typ)
+		input = append(input, extra...)
+	}
+	res, err := a.Run(ctx, input...)
 	for i := 0; err == nil && r.Stop != nil && i < 3; i++ {
-		reason, again := r.Stop(ctx, name, i > 0)
+		reason, again := r.Stop(ctx, name, res.Text, i > 0)
 		if !again {
 			break
 		}

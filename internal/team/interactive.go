@@ -7,6 +7,7 @@ import (
 	"html"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/store"
@@ -152,6 +153,7 @@ func (i *Interactive) Running() []string { return i.s.running() }
 // Run drives the lead until ctx ends, and returns ctx's error. A failed
 // lead turn does not end it: the failure is reported and the human goes on.
 func (i *Interactive) Run(ctx context.Context) error {
+	i.s.sessionStart(ctx, "startup")
 	for {
 		w, err := i.next(ctx)
 		if err != nil {
@@ -214,6 +216,14 @@ func (i *Interactive) turn(ctx context.Context, w wakeup) error {
 // stalled or waiting for the human does not end the session: it is
 // reported, and the human decides what comes next.
 func (i *Interactive) next(ctx context.Context) (wakeup, error) {
+	// Notification hooks (idle_prompt) hear once when the human has left
+	// the lead waiting, as Claude Code tells them after a quiet minute.
+	if h := i.s.cfg.Rules.hooks(); h.Has("Notification") {
+		idle := time.AfterFunc(idlePromptAfter, func() {
+			h.Notification(ctx, i.s.who, "idle_prompt", "Claude is waiting for your input", "")
+		})
+		defer idle.Stop()
+	}
 	quiet := false
 	for {
 		var human *wakeup
@@ -247,6 +257,10 @@ func (i *Interactive) next(ctx context.Context) (wakeup, error) {
 		return wakeup{input: wk.input, why: wk.why, idleOnly: wk.idleOnly}, nil
 	}
 }
+
+// idlePromptAfter is how long the lead waits for the human before the
+// idle_prompt notification.
+const idlePromptAfter = 60 * time.Second
 
 // fromHuman turns a queued command into the lead's next input; ok is
 // false when a UserPromptSubmit hook dropped the prompt.

@@ -114,7 +114,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	if model == "" {
 		model = cfg.DefaultModel
 	}
-	m.who = hook.Who{Agent: m.name, Team: r.Name, Role: m.role, Mode: func() string { return string(m.permMode()) }}
+	m.who = memberWho(cfg.Rules, r.Name, r, m.name, m.role, func() string { return string(m.permMode()) })
 	m.chain = cfg.Rules.gate(cfg.Workspace, m.who, m.permMode,
 		func(ctx context.Context, c agent.Call, v permission.Verdict) agent.Decision {
 			return m.askPermission(ctx, c, v.Reason)
@@ -128,7 +128,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	}
 	list := &todo.List{}
 	compactor, onCompact := compaction(func() (store.Team, error) { return cfg.Team, nil }, m.name, cfg.Logger)
-	ag, err := agent.New(agent.Config{
+	ag, err := agent.New(cfg.Rules.withCompactHooks(m.who, agent.Config{
 		Name:     m.name,
 		Team:     r.Name,
 		Provider: cfg.Pacer.Provider(cfg.Provider, me.Name),
@@ -151,7 +151,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		Compactor:  compactor,
 		OnCompact:  onCompact,
 		Budget:     func() error { return m.budget.check(context.Background(), m.name) },
-	})
+	}))
 	if err != nil {
 		return nil, err
 	}
@@ -239,16 +239,9 @@ func (m *Member) Run(ctx context.Context) (err error) {
 		m.mu.Lock()
 		m.stopRun = cancel
 		m.mu.Unlock()
+		// Stop hooks are the session's main agent's (the lead's); a
+		// teammate that ends its turn meets the TeammateIdle hooks instead.
 		res, runErr := m.agent.Run(runCtx, input...)
-		if runErr == nil && !m.stopping() {
-			stopLoop(runCtx, m.cfg.Rules.hooks(), m.who, func(in []llm.Block) error {
-				again, err := m.agent.Run(runCtx, in...)
-				if again != nil && again.Text != "" {
-					res.Text = again.Text
-				}
-				return err
-			})
-		}
 		cancel()
 		if m.stopping() {
 			return nil

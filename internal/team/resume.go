@@ -59,6 +59,8 @@ func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 	if err != nil {
 		return res, err
 	}
+	s.hookTeam(t.Name(), resumedSession(evs, r))
+	s.sessionStart(ctx, "resume")
 	// Requests still unread in the lead's inbox come again with it; only
 	// those the lead had read but not answered are put to it anew.
 	pending := pendingRequests(evs)

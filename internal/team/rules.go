@@ -32,6 +32,9 @@ type Rules struct {
 	// TeammateModel is a teammate's model when neither its spawn nor its
 	// pattern role names one.
 	TeammateModel string
+	// StateDir is the file store's state directory, from which hooks are
+	// given each agent's transcript_path ("": none).
+	StateDir string
 }
 
 func (r *Rules) hooks() *hook.Runner {
@@ -41,8 +44,10 @@ func (r *Rules) hooks() *hook.Runner {
 	return r.Hooks
 }
 
-// gate chains the artifact guard, the PreToolUse hooks and the permission
-// policy for one agent.
+// gate chains the PreToolUse hooks, the artifact guard and the permission
+// policy for one agent. The hooks come first so that a hook's updatedInput
+// is what the guard and the policy judge; a call that needs asking goes to
+// the PermissionRequest hooks before ask.
 func (r *Rules) gate(ws *tool.Workspace, who hook.Who, mode func() permission.Mode,
 	ask func(ctx context.Context, call agent.Call, v permission.Verdict) agent.Decision,
 	record func(ctx context.Context, call agent.Call, v permission.Verdict, d agent.Decision)) agent.Gate {
@@ -53,8 +58,8 @@ func (r *Rules) gate(ws *tool.Workspace, who hook.Who, mode func() permission.Mo
 	if r != nil {
 		pol, g = r.Policy, r.Guard
 	}
-	pg := permission.Gate(permission.GateConfig{Policy: pol, Mode: mode, Ask: ask, Record: record})
-	return g.Gate(ws, r.hooks().Gate(who, pg))
+	pg := permission.Gate(permission.GateConfig{Policy: pol, Mode: mode, Ask: r.hooks().Ask(who, ask), Record: record})
+	return r.hooks().Gate(who, g.Gate(ws, pg))
 }
 
 // afterTool is what sees each call of an agent that ran: the artifact
@@ -136,16 +141,20 @@ func recordDecision(j func(ctx context.Context, typ string, fields map[string]an
 	}
 }
 
-// stopLoop runs the Stop hooks after a turn ended on its own; a hook that
-// blocks sends the agent back to work with its reason, at most three times.
-func stopLoop(ctx context.Context, hooks *hook.Runner, who hook.Who, run func([]llm.Block) error) {
-	for i := 0; i < 3 && hooks.Has("Stop"); i++ {
-		out := hooks.Stop(ctx, who, false, i > 0)
-		if !out.Blocked {
+// stopLoop runs the Stop hooks after the session's main agent (the lead)
+// ended a turn on its own; a hook that blocks sends it back to work with
+// its reason, at most three times. A run a hook halted ("continue": false)
+// does not get them. run returns the text of the run it made.
+func stopLoop(ctx context.Context, hooks *hook.Runner, who hook.Who, res *agent.Result, run func([]llm.Block) (*agent.Result, error)) {
+	for i := 0; i < 3 && hooks.Has("Stop") && res != nil && !res.WasHalted; i++ {
+		out := hooks.StopHooks(ctx, who, hook.Stopping{Active: i > 0, LastMessage: res.Text})
+		if !out.Blocked || out.Stop {
 			return
 		}
-		if err := run([]llm.Block{llm.TextBlock("A Stop hook sent you back to work: " + out.Reason)}); err != nil {
+		again, err := run([]llm.Block{llm.TextBlock("A Stop hook sent you back to work: " + out.Reason)})
+		if err != nil || again == nil {
 			return
 		}
+		res = again
 	}
 }

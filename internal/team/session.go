@@ -147,7 +147,8 @@ type Session struct {
 	archived     string          // where the last deleted team's state went
 	archivedTeam string
 	budget       *budgets
-	who          hook.Who // the lead, for hooks
+	who          hook.Who  // the lead, for hooks
+	hk           leadHooks // what the lead's hooks need that changes
 
 	wg sync.WaitGroup
 }
@@ -274,7 +275,8 @@ func NewSession(cfg Config) (*Session, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Session{cfg: cfg, members: map[string]*handle{}, requests: map[string]store.Message{}, awaiting: map[string]string{}, jobs: tool.NewJobs(), reaped: map[string]bool{}}
-	who := hook.Who{Agent: store.LeadName, Mode: func() string { return string(s.leadMode()) }}
+	s.hk.session = hook.NewSessionID()
+	who := s.leadWho()
 	b := &binding{self: store.LeadName, lead: true, sess: s, rules: cfg.Rules, who: who}
 	var ask func(context.Context, agent.Call, permission.Verdict) agent.Decision
 	if cfg.AskHuman != nil {
@@ -292,18 +294,11 @@ func NewSession(cfg Config) (*Session, error) {
 	sub := &subagent.Runner{Provider: cfg.Provider, Model: cfg.Model, Workspace: cfg.Workspace, Parent: store.LeadName,
 		Observe: s.usage.observe(cfg.Observe), Gate: gate, Compactor: &compact.Compactor{}, Hidden: cfg.Rules.hidden(),
 		AfterTool: cfg.Rules.afterTool(cfg.Workspace, who)}
-	if h := cfg.Rules.hooks(); h.Has("SubagentStop") {
-		sub.Stop = func(ctx context.Context, name string, active bool) (string, bool) {
-			w := who
-			w.Agent = name
-			out := h.Stop(ctx, w, true, active)
-			return out.Reason, out.Blocked
-		}
-	}
+	sub.Start, sub.Stop = cfg.Rules.subagentHooks(who)
 	list := &todo.List{}
 	id := agent.Identity{Name: store.LeadName}
 	compactor, onCompact := compaction(s.Team, store.LeadName, cfg.Logger)
-	lead, err := agent.New(agent.Config{
+	lead, err := agent.New(cfg.Rules.withCompactHooks(who, agent.Config{
 		Name:     store.LeadName,
 		Provider: cfg.Pacer.Provider(cfg.Provider, store.LeadName),
 		Model:    cfg.Model,
@@ -337,7 +332,7 @@ func NewSession(cfg Config) (*Session, error) {
 			s.mu.Unlock()
 			return b.check(context.Background(), store.LeadName)
 		},
-	})
+	}))
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +388,11 @@ type Result struct {
 // with nothing left they could take.
 func (s *Session) RunHeadless(ctx context.Context, goal string) (*Result, error) {
 	res := &Result{}
+	s.sessionStart(ctx, "startup")
 	extra, err := s.PromptHook(ctx, goal)
+	if errors.Is(err, ErrPromptBlocked) {
+		return s.result(res), nil // dropped, as Claude Code drops it; the hook told the user why
+	}
 	if err != nil {
 		return res, err
 	}
@@ -428,16 +427,16 @@ func (s *Session) runLead(ctx context.Context, input []llm.Block, idleOnly bool)
 	s.mu.Lock()
 	s.stats.LeadWakes++
 	s.mu.Unlock()
-	r, err := s.lead.Run(ctx, input...)
+	r, err := s.lead.Run(ctx, s.withStartContext(input)...)
 	s.count(r, idleOnly)
 	if err == nil {
-		stopLoop(ctx, s.cfg.Rules.hooks(), s.who, func(in []llm.Block) error {
+		stopLoop(ctx, s.cfg.Rules.hooks(), s.who, r, func(in []llm.Block) (*agent.Result, error) {
 			again, err := s.lead.Run(ctx, in...)
 			s.count(again, false)
 			if again != nil && again.Text != "" {
 				r.Text = again.Text
 			}
-			return err
+			return again, err
 		})
 	}
 	return r, err
@@ -455,9 +454,15 @@ func (s *Session) count(r *agent.Result, idleOnly bool) {
 	s.mu.Unlock()
 }
 
+// ErrPromptBlocked is wrapped by PromptHook's error when a hook dropped
+// the prompt: as in Claude Code, nothing is sent and that is not a
+// failure.
+var ErrPromptBlocked = errors.New("a UserPromptSubmit hook blocked the prompt")
+
 // PromptHook runs the UserPromptSubmit hooks on what the human typed. A
-// block returns an error with the hook's reason (the prompt is not sent);
-// context the hooks add comes back as blocks to send with it.
+// block (or "continue": false) returns ErrPromptBlocked with the hook's
+// reason (the prompt is not sent); context the hooks add comes back as
+// blocks to send with it.
 func (s *Session) PromptHook(ctx context.Context, prompt string) ([]llm.Block, error) {
 	h := s.cfg.Rules.hooks()
 	if !h.Has("UserPromptSubmit") {
@@ -465,15 +470,12 @@ func (s *Session) PromptHook(ctx context.Context, prompt string) ([]llm.Block, e
 	}
 	out := h.UserPromptSubmit(ctx, s.who, prompt)
 	if out.Blocked {
-		return nil, fmt.Errorf("a UserPromptSubmit hook blocked the prompt: %s", out.Reason)
+		return nil, fmt.Errorf("%w: %s", ErrPromptBlocked, out.Reason)
 	}
-	var extra []llm.Block
-	for _, c := range out.Context {
-		if c = strings.TrimSpace(c); c != "" {
-			extra = append(extra, llm.TextBlock(c))
-		}
+	if out.Stop {
+		return nil, fmt.Errorf("%w: %s", ErrPromptBlocked, out.StopReason)
 	}
-	return extra, nil
+	return contextBlocks(out.Context), nil
 }
 
 // fetchLead takes what waits in the lead's inbox without blocking, and
@@ -663,6 +665,7 @@ func (s *Session) journal(ctx context.Context, t store.Team, typ string, fields 
 // stops the lead's background jobs. Teammates that were still running are
 // marked shut down.
 func (s *Session) Close() error {
+	s.sessionEnd("other")
 	s.mu.Lock()
 	hs := make([]*handle, 0, len(s.members))
 	for _, h := range s.members {

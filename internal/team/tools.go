@@ -105,7 +105,8 @@ func (t teamCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	s.follow(team)
 	s.startHeartbeat(team)
 	s.usage.flush(ctx, team)
-	s.journal(ctx, team, "team_create", map[string]any{"description": args.Description, "pattern": args.Pattern})
+	s.hookTeam(team.Name(), "")
+	s.journal(ctx, team, "team_create", map[string]any{"description": args.Description, "pattern": args.Pattern, "session_id": s.hookSession()})
 	return tool.OK(fmt.Sprintf("Created team %s. You are its lead, %q. Add tasks with TaskCreate and spawn teammates with Task (team_name %q, name, role, prompt).%s", name, store.LeadName, name, note))
 }
 
@@ -244,6 +245,7 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 	s.team = nil
 	clear(s.awaiting)
 	s.mu.Unlock()
+	s.hookTeam("", "")
 	return fmt.Sprintf("Team %s deleted; %d teammates shut down.%s", t.Name(), len(live), kept), nil
 }
 

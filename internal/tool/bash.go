@@ -82,7 +82,9 @@ func (bashTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 			}
 			return ExitStatus(r.ExitCode)
 		})
-		return OK(fmt.Sprintf("Started background job %s: %s\nRead its output with TaskOutput (task_id %q); stop it with TaskStop.", id, desc, id))
+		res = OK(fmt.Sprintf("Started background job %s: %s\nRead its output with TaskOutput (task_id %q); stop it with TaskStop.", id, desc, id))
+		res.Response = BashResponse{BackgroundTaskID: id}
+		return res
 	}
 
 	r, err := shell.Run(ctx, opts)
@@ -110,5 +112,6 @@ func (bashTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 	case b.Len() == 0:
 		b.WriteString("(no output)")
 	}
-	return Result{Content: b.String(), IsError: r.TimedOut || r.Canceled || r.ExitCode != 0}
+	return Result{Content: b.String(), IsError: r.TimedOut || r.Canceled || r.ExitCode != 0,
+		Response: BashResponse{Stdout: r.Output, Interrupted: r.TimedOut || r.Canceled}}
 }

@@ -36,7 +36,7 @@ func TestBash(t *testing.T) {
 			env := newTestEnv(t)
 			got := call(t, bashTool{}, env, tt.args)
 			got.Content = strings.ReplaceAll(got.Content, env.Workspace.Dir(), "{ws}")
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.want, got, noResponse); diff != "" {
 				t.Errorf("bash(%v) (-want +got):\n%s", tt.args, diff)
 			}
 		})
@@ -115,7 +115,7 @@ func TestBashCancel(t *testing.T) {
 	}
 	cancel()
 	got := <-done
-	if diff := cmp.Diff(Errorf("command was cancelled; it and every process it started were killed"), got); diff != "" {
+	if diff := cmp.Diff(Errorf("command was cancelled; it and every process it started were killed"), got, noResponse); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	if shell.GroupAlive(pgid) {
@@ -127,7 +127,7 @@ func TestBashBackground(t *testing.T) {
 	env := newTestEnv(t)
 	got := call(t, bashTool{}, env, map[string]any{"command": "echo $$; sleep 1000 & echo $!; echo ready; sleep 1000", "run_in_background": true, "description": "sleepers"})
 	want := OK("Started background job bg_1: sleepers\nRead its output with TaskOutput (task_id \"bg_1\"); stop it with TaskStop.")
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, got, noResponse); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
 	// Poll without blocking until the job says it is ready.

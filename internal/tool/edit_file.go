@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/troupe-dev/troupe/internal/llm"
@@ -82,10 +83,13 @@ func (editFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) Re
 	if _, err := ws.writeFile(rel, []byte(updated)); err != nil {
 		return Errorf("edit_file: %v", ws.Explain(args.Path, err))
 	}
+	res = OK(fmt.Sprintf("Edited %s: replaced 1 occurrence. The result:\n%s", args.Path, snippet(updated, first, len(args.NewString))))
 	if n > 1 {
-		return OK(fmt.Sprintf("Edited %s: replaced %s.", args.Path, plural(n, "occurrence")))
+		res = OK(fmt.Sprintf("Edited %s: replaced %s.", args.Path, plural(n, "occurrence")))
 	}
-	return OK(fmt.Sprintf("Edited %s: replaced 1 occurrence. The result:\n%s", args.Path, snippet(updated, first, len(args.NewString))))
+	res.Response = EditResponse{FilePath: filepath.Join(ws.Dir(), rel), OldString: args.OldString, NewString: args.NewString,
+		OriginalFile: content, StructuredPatch: Patch(content, updated), ReplaceAll: args.ReplaceAll}
+	return res
 }
 
 // snippet returns the lines around content[at:at+n], numbered like

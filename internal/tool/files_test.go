@@ -31,7 +31,7 @@ func runToolCases(t *testing.T, tl Tool, tests []toolCase) {
 			writeFiles(t, dir, tt.files)
 			got := call(t, tl, env, tt.args)
 			got.Content = strings.ReplaceAll(got.Content, dir, "{ws}")
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.want, got, noResponse); diff != "" {
 				t.Errorf("%s(%v) (-want +got):\n%s", tl.Spec().Name, tt.args, diff)
 			}
 			for name, want := range tt.after {
@@ -88,7 +88,7 @@ func TestReadFileAbsolute(t *testing.T) {
 	env := newTestEnv(t)
 	writeFiles(t, env.Workspace.Dir(), map[string]string{"a/b.txt": "hi\n"})
 	got := call(t, readFileTool{}, env, map[string]any{"path": filepath.Join(env.Workspace.Dir(), "a/b.txt")})
-	if diff := cmp.Diff(OK("     1\thi\n"), got); diff != "" {
+	if diff := cmp.Diff(OK("     1\thi\n"), got, noResponse); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
@@ -83,7 +84,7 @@ func (readFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) Re
 		return OK(fmt.Sprintf("(%s is empty)", args.Path))
 	}
 
-	var b strings.Builder
+	var b, raw strings.Builder
 	n := 0 // lines read so far
 	shown := 0
 	for {
@@ -100,6 +101,7 @@ func (readFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) Re
 		n++
 		if n >= offset && shown < limit {
 			fmt.Fprintf(&b, "%6d\t%s\n", n, line)
+			raw.WriteString(line + "\n")
 			shown++
 		}
 	}
@@ -109,7 +111,10 @@ func (readFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) Re
 	if last := offset + shown - 1; last < n {
 		fmt.Fprintf(&b, "\n(showing lines %d-%d of %d; %s more: continue with offset=%d)\n", offset, last, n, plural(n-last, "line"), last+1)
 	}
-	return OK(b.String())
+	res = OK(b.String())
+	res.Response = ReadResponse{Type: "text", File: ReadFile{FilePath: filepath.Join(ws.Dir(), rel), Content: raw.String(),
+		NumLines: shown, StartLine: offset, TotalLines: n}}
+	return res
 }
 
 // readLine returns the next line without its line ending, cut like

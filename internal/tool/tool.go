@@ -61,6 +61,10 @@ func (e *Env) hidden(tool, rel string) bool {
 type Result struct {
 	Content string
 	IsError bool
+	// Response is what hooks see of the call as tool_response (one of
+	// the *Response types, in Claude Code's shape); nil: the content.
+	// The model never sees it.
+	Response any
 }
 
 // Errorf returns an error Result.

@@ -46,15 +46,26 @@ func (writeFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) R
 	if err := ctx.Err(); err != nil {
 		return Errorf("write_file: %v", err)
 	}
+	var original *string // for hooks: what the write replaced
+	if b, err := ws.Root().ReadFile(rel); err == nil {
+		o := string(b)
+		original = &o
+	}
 	created, err := ws.writeFile(rel, []byte(args.Content))
 	if err != nil {
 		return Errorf("write_file: %v", ws.Explain(args.Path, err))
 	}
-	verb := "Updated"
+	verb, typ := "Updated", "update"
 	if created {
-		verb = "Created"
+		verb, typ = "Created", "create"
 	}
-	return OK(fmt.Sprintf("%s %s (%s written)", verb, args.Path, plural(len(args.Content), "byte")))
+	res = OK(fmt.Sprintf("%s %s (%s written)", verb, args.Path, plural(len(args.Content), "byte")))
+	res.Response = WriteResponse{Type: typ, FilePath: filepath.Join(ws.Dir(), rel), Content: args.Content, StructuredPatch: []Hunk{}}
+	if !created && original != nil {
+		res.Response = WriteResponse{Type: typ, FilePath: filepath.Join(ws.Dir(), rel), Content: args.Content,
+			StructuredPatch: Patch(*original, args.Content), OriginalFile: original}
+	}
+	return res
 }
 
 // writeFile replaces the content of the root-relative file rel, creating it
