@@ -71,6 +71,7 @@ type env struct {
 	// reports.
 	snapshot     *settings.Snapshot
 	snapshotPath string
+	snapshotSum  string
 	warn         io.Writer
 }
 
@@ -245,7 +246,7 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 		}
 		cfg.AgentCommand = []string{exe, "agent", "--workspace", e.dir, "--state-dir", e.stateDir}
 		if e.snapshotPath != "" {
-			cfg.AgentCommand = append(cfg.AgentCommand, "--settings-snapshot", e.snapshotPath)
+			cfg.AgentCommand = append(cfg.AgentCommand, "--settings-snapshot", e.snapshotPath, "--settings-snapshot-sha256", e.snapshotSum)
 		}
 		pargs, penv := agentProviderArgs(pf)
 		cfg.AgentCommand = append(cfg.AgentCommand, pargs...)
@@ -313,6 +314,7 @@ also be started by hand, on any machine that shares the state directory.`,
 	cmd.Flags().StringVar(&name, "name", "", "the teammate's name")
 	cmd.Flags().StringVar(&model, "model", "", "the model when the roster names none")
 	cmd.Flags().StringVar(&a.settings.snapshot, "settings-snapshot", "", "the lead's settings snapshot, used instead of reading the settings files")
+	cmd.Flags().StringVar(&a.settings.snapshotSum, "settings-snapshot-sha256", "", "the SHA-256 the settings snapshot must have")
 	cmd.Flags().IntVar(&maxTurns, "max-turns", 0, "bound the model calls of each turn (0: none)")
 	cmd.Flags().IntVar(&maxRetries, "max-retries", 5, "retries of a failed model call")
 	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", 0, "exit after this long idle (0: stay until shut down)")

@@ -18,8 +18,9 @@ type settingsFlags struct {
 	file string
 	// snapshot is troupe agent's --settings-snapshot: the lead's snapshot,
 	// loaded instead of the files, so that a teammate process runs on the
-	// settings its lead started with.
-	snapshot string
+	// settings its lead started with; snapshotSum is its SHA-256, so that
+	// a snapshot rewritten on disk meanwhile is refused.
+	snapshot, snapshotSum string
 }
 
 // settingsOptions are the settings files a session in dir reads.
@@ -34,7 +35,11 @@ func (a *app) settingsOptions(dir string) settings.Options {
 // session's env closes.
 func (e *env) loadSettings(a *app) (*settings.Settings, error) {
 	if a.settings.snapshot != "" {
-		snap, err := settings.ReadSnapshot(a.settings.snapshot)
+		read := settings.ReadSnapshot
+		if a.settings.snapshotSum != "" {
+			read = func(p string) (*settings.Snapshot, error) { return settings.ReadSnapshotSum(p, a.settings.snapshotSum) }
+		}
+		snap, err := read(a.settings.snapshot)
 		if err != nil {
 			return nil, err
 		}
@@ -51,6 +56,11 @@ func (e *env) loadSettings(a *app) (*settings.Settings, error) {
 		// Teammate processes then read the files themselves: worth a
 		// warning, not a failed session.
 		e.logger.Warn("settings snapshot", "err", err)
+		return s, nil
+	}
+	if e.snapshotSum, err = settings.HashFile(path); err != nil {
+		e.logger.Warn("settings snapshot", "err", err)
+		os.Remove(path)
 		return s, nil
 	}
 	e.snapshotPath = path

@@ -223,9 +223,10 @@ type File struct {
 }
 
 // UsedKeys are the top-level keys troupe reads. Any other key is kept in
-// File.Unknown and named in a warning; a package that starts honouring a key
-// of Claude Code's schema ("sandbox", "mcpServers", …) adds it here.
-var UsedKeys = []string{"$schema", "env", "hooks", "model", "permissions", "team", "artifactGuard"}
+// File.Unknown and named in a warning ("prices" is read by package usage);
+// a package that starts honouring a key of Claude Code's schema ("sandbox",
+// "mcpServers", …) adds it here.
+var UsedKeys = []string{"$schema", "env", "hooks", "model", "permissions", "team", "artifactGuard", "prices"}
 
 // rawFile is the schema on disk.
 type rawFile struct {

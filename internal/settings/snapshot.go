@@ -262,12 +262,43 @@ func ReadSnapshot(path string) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read settings snapshot: %w", err)
 	}
+	return ParseSnapshot(data, path)
+}
+
+// ParseSnapshot decodes a snapshot file's content; name is used in errors.
+func ParseSnapshot(data []byte, name string) (*Snapshot, error) {
 	var snap Snapshot
 	if err := json.Unmarshal(data, &snap); err != nil {
-		return nil, fmt.Errorf("%w: settings snapshot %s: %v", ErrMalformed, path, err)
+		return nil, fmt.Errorf("%w: settings snapshot %s: %v", ErrMalformed, name, err)
 	}
 	if snap.Version != SnapshotVersion {
-		return nil, fmt.Errorf("%w: settings snapshot %s: version %d, want %d", ErrMalformed, path, snap.Version, SnapshotVersion)
+		return nil, fmt.Errorf("%w: settings snapshot %s: version %d, want %d", ErrMalformed, name, snap.Version, SnapshotVersion)
 	}
 	return &snap, nil
+}
+
+// HashFile is the hex SHA-256 of a file, for checking that a snapshot file
+// handed to another process is the one that was written.
+func HashFile(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return hash(data), nil
+}
+
+// ReadSnapshotSum is ReadSnapshot that also requires the file's hex SHA-256
+// to be sum: a snapshot rewritten after its session wrote it is refused.
+func ReadSnapshotSum(path, sum string) (*Snapshot, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrNoSnapshot, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read settings snapshot: %w", err)
+	}
+	if got := hash(data); got != sum {
+		return nil, fmt.Errorf("%w: settings snapshot %s was changed after its session wrote it (sha256 %s, want %s)", ErrMalformed, path, got, sum)
+	}
+	return ParseSnapshot(data, path)
 }
