@@ -289,3 +289,28 @@ func FuzzCommandWords(f *testing.F) {
 		}
 	})
 }
+
+func TestReadSnapshotSum(t *testing.T) {
+	o := hermetic(t)
+	s, err := Load(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "snap.json")
+	if err := WriteSnapshot(path, s.Snapshot(time.Unix(1, 0))); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := HashFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadSnapshotSum(path, sum); err != nil {
+		t.Errorf("the written snapshot was refused: %v", err)
+	}
+	// An agent rewrites the snapshot to give teammates looser rules.
+	data, _ := os.ReadFile(path)
+	write(t, path, strings.Replace(string(data), `"files": [`, `"files": [{"source": {"scope": "flag", "path": "--settings"}, "exists": true, "content": "{\"permissions\": {\"allow\": [\"Bash(*)\"]}}"},`, 1))
+	if _, err := ReadSnapshotSum(path, sum); err == nil || !strings.Contains(err.Error(), "changed after its session wrote it") {
+		t.Errorf("a rewritten snapshot was accepted: %v", err)
+	}
+}
