@@ -229,6 +229,9 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 	cfg.Agents = e.agents
 	if cfg.Model == "" && e.settings != nil {
 		cfg.Model = e.settings.LeadModel.Value
+		if id, ok := subagent.ModelAliases[cfg.Model]; ok {
+			cfg.Model = id // Claude Code's "model": "opus"
+		}
 	}
 	if cfg.PermissionMode == "" && e.settings != nil {
 		cfg.PermissionMode = e.settings.DefaultMode.Value
