@@ -48,6 +48,9 @@ type app struct {
 	workspace string // --workspace
 	stateDir  string // --state-dir (default <workspace>/.troupe, or $TROUPE_HOME)
 
+	// settings are --settings and troupe agent's --settings-snapshot.
+	settings settingsFlags
+
 	run    runFlags // the root command's headless-run flags
 	record string   // --record: the cassette to write
 

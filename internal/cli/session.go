@@ -25,6 +25,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/skill"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/store/file"
+	"github.com/troupe-dev/troupe/internal/subagent"
 	"github.com/troupe-dev/troupe/internal/team"
 	"github.com/troupe-dev/troupe/internal/teamkey"
 	"github.com/troupe-dev/troupe/internal/tool"
@@ -65,9 +66,22 @@ type env struct {
 	keys     *teamkey.Keys // the teams' secret keys, outside the workspace
 	logger   *slog.Logger
 	logFile  *os.File
+
+	agents *subagent.Catalog // .claude/agents types, for the lead's Task tool
+	// snapshot is the settings the session started with; snapshotPath its
+	// file, which this process wrote and removes; warn gets what close
+	// reports.
+	snapshot     *settings.Snapshot
+	snapshotPath string
+	snapshotSum  string
+	warn         io.Writer
 }
 
 func (e *env) close() {
+	if e.snapshotPath != "" {
+		e.reportSettingsChanges()
+		os.Remove(e.snapshotPath)
+	}
 	if e.ws != nil {
 		e.ws.Close()
 	}
@@ -83,7 +97,7 @@ func (e *env) close() {
 // project memory and skills for the system prompts. Warnings (a bad
 // SKILL.md) go to the log file under the state directory and to warn.
 func (a *app) openEnv(dir string, warn io.Writer) (*env, error) {
-	e := &env{dir: dir}
+	e := &env{dir: dir, warn: warn}
 	stateDir, err := a.stateDirFor(dir)
 	if err != nil {
 		return nil, err
@@ -128,18 +142,30 @@ func (a *app) openEnv(dir string, warn io.Writer) (*env, error) {
 	if p := set.Prompt(); p != "" {
 		e.sections = append(e.sections, p)
 	}
-	if err := e.loadRules(warn); err != nil {
+	agents, agentWarnings := subagent.Discover(dir, subagent.Options{})
+	for _, w := range agentWarnings {
+		e.logger.Warn("agent definition", "warning", w.String())
+		if warn != nil {
+			fmt.Fprintf(warn, "troupe: agent definition: %s\n", w)
+		}
+	}
+	e.agents = agents
+	if p := agents.Prompt(); p != "" {
+		e.sections = append(e.sections, p)
+	}
+	if err := e.loadRules(a, warn); err != nil {
 		e.close()
 		return nil, err
 	}
 	return e, nil
 }
 
-// loadRules reads the settings (.troupe/settings.json, .claude/settings.json,
-// the user's) into the rules the runtime enforces. A broken hook is reported
-// on warn and in the log whenever it runs; it never blocks.
-func (e *env) loadRules(warn io.Writer) error {
-	s, err := settings.Load(settings.Options{Workspace: e.dir})
+// loadRules reads the settings (see package settings for the files and
+// their order; a teammate process takes its lead's snapshot instead) into
+// the rules the runtime enforces. A broken hook is reported on warn and in
+// the log whenever it runs; it never blocks.
+func (e *env) loadRules(a *app, warn io.Writer) error {
+	s, err := e.loadSettings(a)
 	if err != nil {
 		return err
 	}
@@ -222,8 +248,12 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 		PermissionMode: f.permissionMode, Delegate: f.delegate, Sections: e.sections, Skills: e.skills, Logger: e.logger,
 		Rules: e.rules, AgentStderr: e.logFile, Keys: e.keys,
 	}
+	cfg.Agents = e.agents
 	if cfg.Model == "" && e.settings != nil {
 		cfg.Model = e.settings.LeadModel.Value
+		if id, ok := subagent.ModelAliases[cfg.Model]; ok {
+			cfg.Model = id // Claude Code's "model": "opus"
+		}
 	}
 	if e.rules != nil {
 		// Prompt hooks ask the lead's model.
@@ -244,6 +274,9 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 			return cfg, err
 		}
 		cfg.AgentCommand = []string{exe, "agent", "--workspace", e.dir, "--state-dir", e.stateDir}
+		if e.snapshotPath != "" {
+			cfg.AgentCommand = append(cfg.AgentCommand, "--settings-snapshot", e.snapshotPath, "--settings-snapshot-sha256", e.snapshotSum)
+		}
 		pargs, penv := agentProviderArgs(pf)
 		cfg.AgentCommand = append(cfg.AgentCommand, pargs...)
 		cfg.AgentEnv = append(cfg.AgentEnv, penv...)
@@ -337,6 +370,8 @@ lead's answers from forged ones.`,
 	cmd.Flags().StringVar(&teamName, "team", "", "the team")
 	cmd.Flags().StringVar(&name, "name", "", "the teammate's name")
 	cmd.Flags().StringVar(&model, "model", "", "the model when the roster names none")
+	cmd.Flags().StringVar(&a.settings.snapshot, "settings-snapshot", "", "the lead's settings snapshot, used instead of reading the settings files")
+	cmd.Flags().StringVar(&a.settings.snapshotSum, "settings-snapshot-sha256", "", "the SHA-256 the settings snapshot must have")
 	cmd.Flags().IntVar(&maxTurns, "max-turns", 0, "bound the model calls of each turn (0: none)")
 	cmd.Flags().IntVar(&maxRetries, "max-retries", 5, "retries of a failed model call")
 	cmd.Flags().IntVar(&keyFD, "key-fd", -1, "read the team's key from this inherited file descriptor (the lead passes it); default: the team's key file")

@@ -85,7 +85,7 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 		return withCode(ExitUsage, err)
 	}
 	it := team.NewInteractive(sess, func(u team.Update) { q.push(tui.UpdateMsg(u)) })
-	model := tui.New(tui.Options{Controller: &sessionCtl{it: it, sess: sess, lead: asker}})
+	model := tui.New(tui.Options{Controller: &sessionCtl{it: it, sess: sess, lead: asker}, Commands: tuiCommands(e.skills), Expand: e.skills.Expand})
 	err = a.play(model, in, out, q, func(ctx context.Context) { _ = it.Run(ctx) })
 	sess.EndHooks("prompt_input_exit")
 	closeErr := sess.Close()

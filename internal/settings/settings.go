@@ -1,11 +1,31 @@
 // Package settings loads troupe's configuration files and merges them,
-// keeping for every item the file it came from: the user's
-// <config dir>/troupe/settings.json, then the workspace's
-// .claude/settings.json and .claude/settings.local.json (read in Claude
-// Code's schema so that users coming from it keep their hooks and rules),
-// then .troupe/settings.json and .troupe/settings.local.json. Lists (hooks,
-// rules, guard words) are concatenated in that order; a single value (a
-// mode, a default pattern, a model) is taken from the last file that sets it.
+// keeping for every item the file it came from. The files are those of
+// Claude Code, in its order of precedence, with troupe's own files beside
+// the Claude Code file of the same reach. From the least to the most
+// specific (a later file wins):
+//
+//  1. ~/.claude/settings.json (Claude Code's user settings;
+//     $CLAUDE_CONFIG_DIR replaces ~/.claude)
+//  2. <config dir>/troupe/settings.json (troupe's user settings,
+//     ~/.config/troupe/settings.json on Linux)
+//  3. <workspace>/.claude/settings.json (shared project settings)
+//  4. <workspace>/.claude/settings.local.json (personal project settings)
+//  5. <workspace>/.troupe/settings.json and .troupe/settings.local.json
+//  6. the file (or JSON object) given with --settings
+//  7. managed settings: /etc/claude-code/managed-settings.json on Linux,
+//     /Library/Application Support/ClaudeCode/managed-settings.json on macOS
+//
+// Lists (hooks, rules, guard words, additional directories) are
+// concatenated in that order; a single value (a mode, a default pattern, a
+// model, one env variable) is taken from the last file that sets it, so
+// managed settings win over everything. A managed deny rule cannot be
+// lifted: rules of every file are enforced together, deny before ask before
+// allow.
+//
+// Settings are read once, when a session starts; Snapshot records what was
+// read (the files' bytes and the hashes of the hook scripts they name) so
+// that teammates in other processes run on the same settings, and so that a
+// change made during the run can be shown instead of applied.
 //
 // It only reads and describes configuration; it must never depend on
 // agents, tools or teams.
@@ -19,6 +39,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -29,9 +51,12 @@ type Scope string
 
 // The scopes, from the least to the most specific.
 const (
-	ScopeUser    Scope = "user"    // <config dir>/troupe/settings.json
-	ScopeClaude  Scope = "claude"  // <workspace>/.claude/settings*.json
-	ScopeProject Scope = "project" // <workspace>/.troupe/settings*.json
+	ScopeClaudeUser Scope = "claude-user" // ~/.claude/settings.json
+	ScopeUser       Scope = "user"        // <config dir>/troupe/settings.json
+	ScopeClaude     Scope = "claude"      // <workspace>/.claude/settings*.json
+	ScopeProject    Scope = "project"     // <workspace>/.troupe/settings*.json
+	ScopeFlag       Scope = "flag"        // --settings
+	ScopeManaged    Scope = "managed"     // managed-settings.json
 )
 
 // Source is where an item was configured.
@@ -134,8 +159,27 @@ type Settings struct {
 	// alone (a team's own operating guide, say).
 	GuardExempt []Rule `json:"guard_exempt"`
 
+	// Model is Claude Code's top-level "model": the lead's model, unless a
+	// file at least as specific sets team.leadModel (LeadModel holds the
+	// result of both).
+	Model Value `json:"model"`
+	// Env are the variables the "env" objects set, merged key by key (a
+	// later file wins). They are meant for the processes tools start (bash,
+	// hooks, MCP servers): the caller adds them to the scrubbed environment
+	// it builds; this package sets nothing itself.
+	Env map[string]string `json:"env,omitempty"`
+	// EnvSources says which file set each variable of Env.
+	EnvSources map[string]Source `json:"env_sources,omitempty"`
+	// AdditionalDirectories are permissions.additionalDirectories: more
+	// directories the file tools may reach, absolute and cleaned ("~" is the
+	// home directory, a relative path is relative to the workspace), in
+	// merge order without repeats.
+	AdditionalDirectories []Rule `json:"additional_directories,omitempty"`
+
 	// Files are the files that were read, in merge order.
 	Files []*File `json:"files"`
+
+	opts Options // what Load read, for Snapshot and ProtectedPaths
 }
 
 // HooksFor returns the hooks of one event, in merge order.
@@ -179,19 +223,29 @@ func (s *Settings) Warnings() []string {
 // File is one settings file as read.
 type File struct {
 	Source Source `json:"source"`
-	// Unknown holds the top-level keys troupe does not use ("env",
-	// "model", …), kept so nothing a user wrote is lost on the way.
+	// Unknown holds the top-level keys troupe does not use (see
+	// UsedKeys), kept so nothing a user wrote is lost on the way; each is
+	// named in Warnings.
 	Unknown map[string]json.RawMessage `json:"-"`
 	// Warnings are problems that did not stop the file loading.
 	Warnings []string `json:"warnings,omitempty"`
 
-	raw rawFile
+	raw  rawFile
+	data []byte // as read, for Snapshot
 }
+
+// UsedKeys are the top-level keys troupe reads. Any other key is kept in
+// File.Unknown and named in a warning ("prices" is read by package usage);
+// a package that starts honouring a key of Claude Code's schema ("sandbox",
+// "mcpServers", …) adds it here.
+var UsedKeys = []string{"$schema", "env", "hooks", "model", "permissions", "team", "artifactGuard", "prices"}
 
 // rawFile is the schema on disk.
 type rawFile struct {
 	Hooks         map[string][]rawGroup `json:"hooks"`
 	Permissions   *rawPermissions       `json:"permissions"`
+	Env           map[string]string     `json:"env"`
+	Model         string                `json:"model"`
 	Team          *rawTeam              `json:"team"`
 	ArtifactGuard *rawGuard             `json:"artifactGuard"`
 }
@@ -214,6 +268,8 @@ type rawPermissions struct {
 	Deny        []string `json:"deny"`
 	Ask         []string `json:"ask"`
 	DefaultMode string   `json:"defaultMode"`
+
+	AdditionalDirectories []string `json:"additionalDirectories"`
 }
 
 type rawTeam struct {
@@ -247,15 +303,20 @@ func Parse(data []byte, src Source) (*File, error) {
 	if err := json.Unmarshal(data, &f.raw); err != nil {
 		return nil, positioned(data, src, err)
 	}
-	for k, v := range top {
-		switch k {
-		case "hooks", "permissions", "team", "artifactGuard":
-		default:
-			if f.Unknown == nil {
-				f.Unknown = map[string]json.RawMessage{}
-			}
-			f.Unknown[k] = v
+	keys := make([]string, 0, len(top))
+	for k := range top {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if slices.Contains(UsedKeys, k) {
+			continue
 		}
+		if f.Unknown == nil {
+			f.Unknown = map[string]json.RawMessage{}
+		}
+		f.Unknown[k] = top[k]
+		f.Warnings = append(f.Warnings, fmt.Sprintf("%s: key %q is not used by troupe; it is kept and ignored", src, k))
 	}
 	for event, groups := range f.raw.Hooks {
 		if !KnownEvent(event) {
@@ -365,10 +426,27 @@ func Merge(files ...*File) *Settings {
 			s.Ask = appendRules(s.Ask, p.Ask, src)
 			setValue(&s.DefaultMode, p.DefaultMode, src)
 		}
+		setValue(&s.Model, f.raw.Model, src)
+		setValue(&s.LeadModel, f.raw.Model, src)
 		if t := f.raw.Team; t != nil {
 			setValue(&s.DefaultPattern, t.DefaultPattern, src)
-			setValue(&s.LeadModel, t.LeadModel, src)
+			setValue(&s.LeadModel, t.LeadModel, src) // troupe's own key wins within a file
 			setValue(&s.TeammateModel, t.TeammateModel, src)
+		}
+		if len(f.raw.Env) > 0 {
+			if s.Env == nil {
+				s.Env, s.EnvSources = map[string]string{}, map[string]Source{}
+			}
+			for k, v := range f.raw.Env {
+				s.Env[k], s.EnvSources[k] = v, src
+			}
+		}
+		if p := f.raw.Permissions; p != nil {
+			for _, d := range p.AdditionalDirectories {
+				if d = strings.TrimSpace(d); d != "" && !slices.ContainsFunc(s.AdditionalDirectories, func(r Rule) bool { return r.Rule == d }) {
+					s.AdditionalDirectories = append(s.AdditionalDirectories, Rule{Rule: d, Source: src})
+				}
+			}
 		}
 		if g := f.raw.ArtifactGuard; g != nil {
 			for _, w := range g.Words {
@@ -410,12 +488,30 @@ func setValue(v *Value, s string, src Source) {
 type Options struct {
 	// Workspace is the directory holding .troupe/ and .claude/.
 	Workspace string
-	// UserFile is the user's settings file; empty means
+	// Home is the home directory ("~" in paths, ~/.claude); empty means
+	// os.UserHomeDir(). Tests point it at a temporary directory.
+	Home string
+	// ClaudeDir is the user's Claude Code directory; empty means
+	// $CLAUDE_CONFIG_DIR, else <Home>/.claude.
+	ClaudeDir string
+	// UserFile is troupe's user settings file; empty means
 	// os.UserConfigDir()/troupe/settings.json.
 	UserFile string
-	// NoUser skips the user's file (tests, sandboxes).
+	// NoUser skips the user's files, Claude Code's and troupe's (tests,
+	// sandboxes).
 	NoUser bool
+	// ManagedFile replaces the managed settings file of the system
+	// (ManagedFile()); tests point it at a temporary file.
+	ManagedFile string
+	// NoManaged skips managed settings.
+	NoManaged bool
+	// Flag is --settings: a file, or a JSON object given inline. It ranks
+	// below managed settings and above every other file.
+	Flag string
 }
+
+// FlagSource is the Source.Path of settings given inline with --settings.
+const FlagSource = "--settings"
 
 // UserFile is the default user settings file, or "" when the system has no
 // configuration directory.
@@ -427,11 +523,56 @@ func UserFile() string {
 	return filepath.Join(dir, "troupe", "settings.json")
 }
 
+// ManagedFile is where Claude Code's managed (organisation) settings live on
+// this system.
+func ManagedFile() string {
+	switch runtime.GOOS {
+	case "darwin":
+		return "/Library/Application Support/ClaudeCode/managed-settings.json"
+	case "windows":
+		return `C:\ProgramData\ClaudeCode\managed-settings.json`
+	}
+	return "/etc/claude-code/managed-settings.json"
+}
+
+// HomeDir is the home directory the options use, or "" when unknown.
+func (o Options) HomeDir() string {
+	if o.Home != "" {
+		return o.Home
+	}
+	h, _ := os.UserHomeDir()
+	return h
+}
+
+// ClaudeUserDir is the user's Claude Code directory (~/.claude), or "" when
+// there is no home directory.
+func (o Options) ClaudeUserDir() string {
+	if o.ClaudeDir != "" {
+		return o.ClaudeDir
+	}
+	if d := os.Getenv("CLAUDE_CONFIG_DIR"); d != "" && o.Home == "" {
+		return d
+	}
+	if h := o.HomeDir(); h != "" {
+		return filepath.Join(h, ".claude")
+	}
+	return ""
+}
+
+// inlineFlag reports whether --settings was given a JSON object rather than
+// a file name.
+func (o Options) inlineFlag() bool {
+	return strings.HasPrefix(strings.TrimSpace(o.Flag), "{")
+}
+
 // Paths returns the files Load reads, in merge order, whether or not they
-// exist.
+// exist. Inline --settings JSON has the Path FlagSource.
 func (o Options) Paths() []Source {
 	var out []Source
 	if !o.NoUser {
+		if d := o.ClaudeUserDir(); d != "" {
+			out = append(out, Source{Scope: ScopeClaudeUser, Path: filepath.Join(d, "settings.json")})
+		}
 		u := o.UserFile
 		if u == "" {
 			u = UserFile()
@@ -448,17 +589,40 @@ func (o Options) Paths() []Source {
 			Source{Scope: ScopeProject, Path: filepath.Join(o.Workspace, ".troupe", "settings.local.json")},
 		)
 	}
+	switch {
+	case o.inlineFlag():
+		out = append(out, Source{Scope: ScopeFlag, Path: FlagSource})
+	case o.Flag != "":
+		f := o.Flag
+		if abs, err := filepath.Abs(f); err == nil {
+			f = abs
+		}
+		out = append(out, Source{Scope: ScopeFlag, Path: f})
+	}
+	if !o.NoManaged {
+		m := o.ManagedFile
+		if m == "" {
+			m = ManagedFile()
+		}
+		out = append(out, Source{Scope: ScopeManaged, Path: m})
+	}
 	return out
 }
 
 // Load reads and merges the files of opts that exist. A file that exists
 // and cannot be read or parsed is an error naming it; missing files are
-// skipped.
+// skipped, except a --settings file, which must exist.
 func Load(opts Options) (*Settings, error) {
 	var files []*File
 	for _, src := range opts.Paths() {
-		data, err := os.ReadFile(src.Path)
-		if errors.Is(err, fs.ErrNotExist) {
+		var data []byte
+		var err error
+		if src.Path == FlagSource {
+			data = []byte(opts.Flag)
+		} else {
+			data, err = os.ReadFile(src.Path)
+		}
+		if errors.Is(err, fs.ErrNotExist) && src.Scope != ScopeFlag {
 			continue
 		}
 		if err != nil {
@@ -468,7 +632,43 @@ func Load(opts Options) (*Settings, error) {
 		if err != nil {
 			return nil, err
 		}
+		f.data = data
 		files = append(files, f)
 	}
-	return Merge(files...), nil
+	s := Merge(files...)
+	s.resolve(opts)
+	return s, nil
+}
+
+// resolve makes the paths of s absolute and remembers opts for Snapshot.
+func (s *Settings) resolve(opts Options) {
+	s.opts = opts
+	home := opts.HomeDir()
+	for i, d := range s.AdditionalDirectories {
+		s.AdditionalDirectories[i].Rule = ExpandPath(d.Rule, home, opts.Workspace)
+	}
+	// Two spellings of one directory are one directory.
+	seen := map[string]bool{}
+	out := s.AdditionalDirectories[:0]
+	for _, d := range s.AdditionalDirectories {
+		if !seen[d.Rule] {
+			seen[d.Rule] = true
+			out = append(out, d)
+		}
+	}
+	s.AdditionalDirectories = out
+}
+
+// ExpandPath makes p absolute: a leading "~" is home, a relative path is
+// relative to base.
+func ExpandPath(p, home, base string) string {
+	switch {
+	case p == "~" && home != "":
+		p = home
+	case strings.HasPrefix(p, "~/") && home != "":
+		p = filepath.Join(home, p[2:])
+	case !filepath.IsAbs(p) && base != "":
+		p = filepath.Join(base, p)
+	}
+	return filepath.Clean(p)
 }

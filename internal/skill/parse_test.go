@@ -98,7 +98,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sk, err := Parse(data)
 		if err != nil {
-			if sk != (Skill{}) {
+			if !cmp.Equal(sk, Skill{}) {
 				t.Fatalf("Parse returned %+v with error %v", sk, err)
 			}
 			return

@@ -1,7 +1,9 @@
 // Package skill finds SKILL.md files (instructions for a kind of work, with
 // a name and a description in YAML front matter), offers their names and
 // descriptions to a model through the system prompt, and loads a skill's
-// body when the model asks for it with the Skill tool.
+// body when the model asks for it with the Skill tool. Claude Code's
+// commands (.claude/commands/*.md, ~/.claude/commands/*.md) are skills too,
+// and any skill can be typed as "/name args" (Expand).
 //
 // It reads files only; it must never depend on agents, tools, teams or the
 // store.
@@ -41,6 +43,17 @@ type Skill struct {
 	// to the workspace when inside it, absolute otherwise. Skills often
 	// refer to files next to them ("run scripts/fill.py").
 	Dir string
+	// ArgumentHint is the front matter's argument-hint ("[issue]"), shown
+	// beside the command in the UI.
+	ArgumentHint string
+	// UserOnly is disable-model-invocation: the skill is typed by the user
+	// as a command and never offered to the model.
+	UserOnly bool
+	// Command says it came from a commands folder rather than a SKILL.md.
+	Command bool
+	// Arguments are the names of the positional arguments ($name in the
+	// body is the argument at that place).
+	Arguments []string
 }
 
 // Warning is a SKILL.md (or skills directory) that was skipped, and why.
@@ -57,13 +70,44 @@ type Options struct {
 	// os.UserConfigDir()/troupe/skills. Tests point it at a temporary
 	// directory.
 	UserDir string
-	// NoUser leaves the user's skills directory out.
+	// ClaudeDir replaces the user's Claude Code directory ($CLAUDE_CONFIG_DIR,
+	// else ~/.claude), whose skills/ and commands/ are read.
+	ClaudeDir string
+	// NoUser leaves the user's directories out.
 	NoUser bool
+}
+
+func (o Options) claudeDir() string {
+	if o.ClaudeDir != "" {
+		return o.ClaudeDir
+	}
+	if d := os.Getenv("CLAUDE_CONFIG_DIR"); d != "" {
+		return d
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".claude")
+	}
+	return ""
+}
+
+// CommandDirs returns the folders of Claude Code commands Discover reads,
+// highest precedence first: the workspace's .claude/commands, then the
+// user's. A command is <dir>/<name>.md, or deeper in a subfolder (which
+// only groups files: the name is still the file's).
+func CommandDirs(workspace string, opts Options) []string {
+	dirs := []string{filepath.Join(absDir(workspace), ".claude", "commands")}
+	if !opts.NoUser {
+		if d := opts.claudeDir(); d != "" {
+			dirs = append(dirs, filepath.Join(absDir(d), "commands"))
+		}
+	}
+	return dirs
 }
 
 // Dirs returns the directories Discover searches, highest precedence
 // first: the workspace's .troupe/skills, skills and .claude/skills, then the
-// user's directory. Skills live one level below, in <dir>/<skill>/SKILL.md.
+// user's troupe directory and ~/.claude/skills. Skills live one level below,
+// in <dir>/<skill>/SKILL.md.
 func Dirs(workspace string, opts Options) []string {
 	ws := absDir(workspace)
 	dirs := []string{
@@ -82,6 +126,9 @@ func Dirs(workspace string, opts Options) []string {
 	}
 	if user != "" {
 		dirs = append(dirs, absDir(user))
+	}
+	if d := opts.claudeDir(); d != "" {
+		dirs = append(dirs, filepath.Join(absDir(d), "skills"))
 	}
 	return dirs
 }
@@ -115,7 +162,7 @@ func Discover(workspace string, opts Options) (*Set, []Warning) {
 				continue // a plain file, or a broken link
 			}
 			path := filepath.Join(dir, e.Name(), "SKILL.md")
-			sk, err := readSkill(path)
+			sk, err := readSkill(path, e.Name())
 			if sk == nil && err == nil {
 				continue
 			}
@@ -133,13 +180,56 @@ func Discover(workspace string, opts Options) (*Set, []Warning) {
 			set.names = append(set.names, sk.Name)
 		}
 	}
+	// Commands come after skills: a skill of the same name wins, as in
+	// Claude Code.
+	for _, dir := range CommandDirs(ws, opts) {
+		var found []string
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) && p == dir {
+					return fs.SkipAll
+				}
+				return err
+			}
+			if d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != dir {
+				return fs.SkipDir
+			}
+			if !d.IsDir() && strings.HasSuffix(d.Name(), ".md") && !strings.HasPrefix(d.Name(), ".") {
+				found = append(found, p)
+			}
+			return nil
+		})
+		if err != nil {
+			warns = append(warns, Warning{Path: dir, Err: err})
+		}
+		sort.Strings(found)
+		for _, path := range found {
+			sk, err := readSkill(path, strings.TrimSuffix(filepath.Base(path), ".md"))
+			if sk == nil && err == nil {
+				continue
+			}
+			if err != nil {
+				warns = append(warns, Warning{Path: path, Err: err})
+				continue
+			}
+			if prev, ok := set.byName[sk.Name]; ok {
+				warns = append(warns, Warning{Path: path, Err: fmt.Errorf("%w %q: already defined by %s, which takes precedence", ErrDuplicate, sk.Name, prev.Path)})
+				continue
+			}
+			sk.Path, sk.Command = path, true
+			sk.Dir = displayDir(ws, filepath.Dir(path))
+			set.byName[sk.Name] = sk
+			set.names = append(set.names, sk.Name)
+		}
+	}
 	sort.Strings(set.names)
 	return set, warns
 }
 
-// readSkill reads and parses one SKILL.md. It returns nil and no error when
-// there is no such file.
-func readSkill(path string) (*Skill, error) {
+// readSkill reads and parses one SKILL.md or command file, named name when
+// its front matter names nothing. It returns nil and no error when there is
+// no such file.
+func readSkill(path, name string) (*Skill, error) {
 	info, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) || err == nil && info.IsDir() {
 		return nil, nil
@@ -157,7 +247,7 @@ func readSkill(path string) (*Skill, error) {
 	if len(data) > MaxFileSize { // grew since Stat
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(data), MaxFileSize)
 	}
-	sk, err := Parse(data)
+	sk, err := ParseNamed(data, name)
 	if err != nil {
 		return nil, err
 	}
@@ -210,10 +300,18 @@ func (s *Set) Prompt() string {
 	var b strings.Builder
 	b.WriteString("<available-skills>\n")
 	b.WriteString("Skills are instructions for particular kinds of work. When a task matches a skill's description, load it with the Skill tool before you start, then follow it.\n")
+	offered := 0
 	for _, n := range s.names {
+		if s.byName[n].UserOnly {
+			continue
+		}
+		offered++
 		fmt.Fprintf(&b, "- %s: %s\n", n, text.OneLine(s.byName[n].Description, maxPromptDescription))
 	}
 	b.WriteString("</available-skills>")
+	if offered == 0 {
+		return ""
+	}
 	return b.String()
 }
 

@@ -60,10 +60,12 @@ func TestDiscover(t *testing.T) {
 	writeSkill(t, user, "mine", skillText("mine", "From the user's directory.", "m"))
 	dupUser := writeSkill(t, user, "review", skillText("review", "User review.", "u"))
 
+	// As in Claude Code, the folder names a skill whose front matter does
+	// not, and the first paragraph describes it.
+	writeSkill(t, plain, "nofm", "# No front matter\nat all.\n\nBody.\n")
+	writeSkill(t, plain, "noname", "---\ndescription: d\n---\n")
 	// Broken files are skipped with a warning each.
-	noFM := writeSkill(t, plain, "nofm", "# no front matter\n")
 	badYAML := writeSkill(t, plain, "badyaml", "---\nname: [x\n---\n")
-	noName := writeSkill(t, plain, "noname", "---\ndescription: d\n---\n")
 	noDesc := writeSkill(t, plain, "nodesc", "---\nname: nodesc\n---\n")
 	badName := writeSkill(t, plain, "badname", skillText("Bad_Name", "d", ""))
 	// Not skills at all: ignored without a word.
@@ -75,14 +77,12 @@ func TestDiscover(t *testing.T) {
 	}
 	writeSkill(t, plain, ".hidden", skillText("hidden", "d", ""))
 
-	set, warns := Discover(ws, Options{UserDir: user})
+	set, warns := Discover(ws, Options{UserDir: user, ClaudeDir: tempDir(t)})
 
 	wantWarns := []string{
 		badName + `: invalid skill name "Bad_Name"`,
 		badYAML + ": invalid YAML front matter",
 		noDesc + ": front matter has no description",
-		noFM + ": no front matter",
-		noName + ": front matter has no name",
 		dupPlain + `: duplicate skill "review": already defined by ` + filepath.Join(troupe, "review", "SKILL.md"),
 		dupClaude + `: duplicate skill "release": already defined by ` + filepath.Join(plain, "release", "SKILL.md"),
 		dupUser + `: duplicate skill "review": already defined by ` + filepath.Join(troupe, "review", "SKILL.md"),
@@ -97,7 +97,7 @@ func TestDiscover(t *testing.T) {
 		}
 	}
 
-	if diff := cmp.Diff([]string{"claude-only", "mine", "release", "review"}, set.Names()); diff != "" {
+	if diff := cmp.Diff([]string{"claude-only", "mine", "nofm", "noname", "release", "review"}, set.Names()); diff != "" {
 		t.Errorf("Names (-want +got):\n%s", diff)
 	}
 	got, _ := set.Get("review")
@@ -119,6 +119,8 @@ func TestDiscover(t *testing.T) {
 Skills are instructions for particular kinds of work. When a task matches a skill's description, load it with the Skill tool before you start, then follow it.
 - claude-only: From .claude.
 - mine: From the user's directory.
+- nofm: No front matter at all.
+- noname: d
 - release: Cut a release.
 - review: Review a change. Tests first.
 </available-skills>`
@@ -126,7 +128,7 @@ Skills are instructions for particular kinds of work. When a task matches a skil
 		t.Errorf("Prompt (-want +got):\n%s", diff)
 	}
 	// Byte-identical between runs.
-	again, _ := Discover(ws, Options{UserDir: user})
+	again, _ := Discover(ws, Options{UserDir: user, ClaudeDir: tempDir(t)})
 	if again.Prompt() != set.Prompt() {
 		t.Error("Prompt differs between two discoveries of the same files")
 	}

@@ -20,13 +20,27 @@ import (
 	"github.com/troupe-dev/troupe/internal/tool"
 )
 
-// The subagent types.
+// The built-in subagent types, named as Claude Code names them.
 const (
 	// Explore may only read: read_file, glob, grep.
 	Explore = "explore"
 	// General may also run commands and change files.
-	General = "general"
+	General = "general-purpose"
 )
+
+// aliases are other names of the built-in types: troupe's older "general"
+// and Claude Code's capitalised "Explore".
+var aliases = map[string]string{"general": General, "Explore": Explore}
+
+// resolve returns the built-in type typ names (an alias resolved), and
+// whether it is one.
+func resolve(typ string) (string, bool) {
+	if a, ok := aliases[typ]; ok {
+		typ = a
+	}
+	_, ok := types[typ]
+	return typ, ok
+}
 
 // DefaultMaxIterations is the model calls a subagent may make when the
 // Runner does not say.
@@ -54,7 +68,7 @@ var types = map[string]struct {
 	},
 }
 
-// Types returns the subagent types, sorted.
+// Types returns the built-in subagent types, sorted (aliases left out).
 func Types() []string {
 	out := make([]string, 0, len(types))
 	for t := range types {
@@ -100,6 +114,58 @@ type Runner struct {
 	// AfterTool, if set, sees each call that ran, as the parent's does
 	// (PostToolUse hooks, the artifact guard's look at bash writes).
 	AfterTool func(ctx context.Context, call agent.Call, res *tool.Result)
+	// Agents are the custom types (.claude/agents) beside the built-in
+	// ones; nil: none.
+	Agents *Catalog
+	// ResolveModel, if set, turns a custom type's model (an alias such as
+	// "sonnet", or an id) into the model to call; nil uses ModelAliases.
+	ResolveModel func(string) string
+}
+
+// spec is what a run of one type needs.
+type spec struct {
+	typ          string
+	tools        []string
+	instructions string
+	model        string
+	maxTurns     int
+}
+
+// lookup finds typ among the built-in and the custom types.
+func (r *Runner) lookup(typ string) (spec, error) {
+	typ = strings.TrimSpace(typ)
+	if typ == "" {
+		typ = General
+	}
+	if t, ok := resolve(typ); ok {
+		b := types[t]
+		return spec{typ: t, tools: b.tools, instructions: b.instructions, model: r.Model}, nil
+	}
+	if def, ok := r.Agents.Get(typ); ok {
+		sp := spec{typ: def.Name, tools: def.Tools, instructions: def.Prompt, model: r.Model, maxTurns: def.MaxTurns}
+		if sp.tools == nil {
+			sp.tools = types[General].tools
+		}
+		if m := def.Model; m != "" && m != "inherit" {
+			switch {
+			case r.ResolveModel != nil:
+				sp.model = r.ResolveModel(m)
+			case ModelAliases[m] != "":
+				sp.model = ModelAliases[m]
+			default:
+				sp.model = m
+			}
+		}
+		return sp, nil
+	}
+	return spec{}, fmt.Errorf("%w %q; the types are: %s", ErrUnknownType, typ, strings.Join(r.typeNames(), ", "))
+}
+
+// typeNames are the built-in and custom type names, sorted.
+func (r *Runner) typeNames() []string {
+	out := append(Types(), r.Agents.Names()...)
+	slices.Sort(out)
+	return out
 }
 
 // Name is the name of the parent's subagent of type typ.
@@ -116,23 +182,22 @@ func (r *Runner) Name(typ string) string {
 // it could not run or its model calls failed; the report may then hold what
 // it wrote before.
 func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
-	typ := strings.TrimSpace(args.SubagentType)
-	if typ == "" {
-		typ = General
-	}
-	spec, ok := types[typ]
-	if !ok {
-		return "", fmt.Errorf("%w %q; the types are: %s", ErrUnknownType, typ, strings.Join(Types(), ", "))
+	spec, err := r.lookup(args.SubagentType)
+	if err != nil {
+		return "", err
 	}
 	if strings.TrimSpace(args.Prompt) == "" {
-		return "", fmt.Errorf("subagent %s: %w", r.Name(typ), agent.ErrEmptyInput)
+		return "", fmt.Errorf("subagent %s: %w", r.Name(spec.typ), agent.ErrEmptyInput)
 	}
-	name := r.Name(typ)
+	name := r.Name(spec.typ)
 	list := new(todo.List)
-	builtins, _ := Tools(typ, list)
+	builtins := toolsNamed(spec.tools, list)
 	iterations := r.MaxIterations
 	if iterations <= 0 {
 		iterations = DefaultMaxIterations
+	}
+	if spec.maxTurns > 0 {
+		iterations = spec.maxTurns
 	}
 	id := agent.Identity{Name: name}
 	prompt := agent.Prompt{Identity: id, Instructions: instructions(r.Parent, spec.instructions)}
@@ -146,7 +211,7 @@ func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
 	a, err := agent.New(agent.Config{
 		Name:       name,
 		Provider:   r.Provider,
-		Model:      r.Model,
+		Model:      spec.model,
 		System:     prompt.String(),
 		Tools:      tool.NewRegistry(builtins...),
 		Env:        &tool.Env{Workspace: r.Workspace, Agent: name, Hidden: r.Hidden},
@@ -165,7 +230,7 @@ func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
 	input := []llm.Block{llm.TextBlock(args.Prompt)}
 	if r.Start != nil {
 		var extra []llm.Block
-		ctx, extra = r.Start(ctx, name, typ)
+		ctx, extra = r.Start(ctx, name, spec.typ)
 		input = append(input, extra...)
 	}
 	res, err := a.Run(ctx, input...)
@@ -202,17 +267,23 @@ func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
 // Tools returns the tools a subagent of type typ is given, in the order the
 // model is offered them; list backs its TodoWrite, if it has one.
 func Tools(typ string, list *todo.List) ([]tool.Tool, error) {
-	spec, ok := types[typ]
+	t, ok := resolve(typ)
 	if !ok {
 		return nil, fmt.Errorf("%w %q; the types are: %s", ErrUnknownType, typ, strings.Join(Types(), ", "))
 	}
+	return toolsNamed(types[t].tools, list), nil
+}
+
+// toolsNamed returns the subagent tools of the given names, in the order
+// the model is offered them.
+func toolsNamed(names []string, list *todo.List) []tool.Tool {
 	var out []tool.Tool
 	for _, t := range append(tool.Builtins(), tool.TodoWriteTool(list)) {
-		if slices.Contains(spec.tools, t.Spec().Name) {
+		if slices.Contains(names, t.Spec().Name) {
 			out = append(out, t)
 		}
 	}
-	return out, nil
+	return out
 }
 
 func instructions(parent, typ string) string {
@@ -232,13 +303,11 @@ When the task is done, end your turn with a report of what you found or did: it 
 // result is its id, for TaskOutput and TaskStop.
 func Handler(r *Runner) func(ctx context.Context, env *tool.Env, args tool.TaskArgs) tool.Result {
 	return func(ctx context.Context, env *tool.Env, args tool.TaskArgs) tool.Result {
-		typ := strings.TrimSpace(args.SubagentType)
-		if typ == "" {
-			typ = General
+		spec, err := r.lookup(args.SubagentType)
+		if err != nil {
+			return tool.Errorf("Task: %v", err)
 		}
-		if _, ok := types[typ]; !ok {
-			return tool.Errorf("Task: %v %q; the types are: %s", ErrUnknownType, typ, strings.Join(Types(), ", "))
-		}
+		typ := spec.typ
 		desc := strings.TrimSpace(args.Description)
 		if desc == "" {
 			desc = typ + " subagent"

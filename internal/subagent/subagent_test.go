@@ -76,6 +76,7 @@ func (f *fixture) parent(t *testing.T) *agent.Agent {
 }
 
 type wire struct {
+	Model  string `json:"model"`
 	System []struct {
 		Text string `json:"text"`
 	} `json:"system"`
@@ -232,7 +233,7 @@ rules:
 func TestIterationCap(t *testing.T) {
 	f := setup(t, `
 rules:
-  - agent: "team-lead:general"
+  - agent: "team-lead:general-purpose"
     times: 0
     reply: [{text: "still looking"}, {tool_use: {name: glob, input: {pattern: "*"}}}]
 `)
@@ -241,10 +242,10 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "still looking\n\n[team-lead:general stopped after 3 iterations without finishing; its work may be incomplete.]"; report != want {
+	if want := "still looking\n\n[team-lead:general-purpose stopped after 3 iterations without finishing; its work may be incomplete.]"; report != want {
 		t.Errorf("report = %q, want %q", report, want)
 	}
-	sub := calls(t, f.srv, "team-lead:general")
+	sub := calls(t, f.srv, "team-lead:general-purpose")
 	if len(sub) != 3 {
 		t.Errorf("%d calls, want 3", len(sub))
 	}
@@ -257,11 +258,11 @@ rules:
 func TestUnknownType(t *testing.T) {
 	f := setup(t, "rules: []\n")
 	_, err := f.runner.Run(context.Background(), tool.TaskArgs{Prompt: "x", SubagentType: "wizard"})
-	if !errors.Is(err, subagent.ErrUnknownType) || !strings.Contains(err.Error(), "explore, general") {
+	if !errors.Is(err, subagent.ErrUnknownType) || !strings.Contains(err.Error(), "explore, general-purpose") {
 		t.Errorf("err = %v", err)
 	}
 	res := subagent.Handler(f.runner)(context.Background(), f.env, tool.TaskArgs{Prompt: "x", SubagentType: "wizard"})
-	if !res.IsError || !strings.Contains(res.Content, "explore, general") {
+	if !res.IsError || !strings.Contains(res.Content, "explore, general-purpose") {
 		t.Errorf("result = %+v", res)
 	}
 	if n := len(f.srv.Requests()); n != 0 {

@@ -90,6 +90,9 @@ type Config struct {
 	// the skills list); Skills backs the lead's Skill tool.
 	Sections []string
 	Skills   *skill.Set
+	// Agents are the custom subagent types (.claude/agents) the lead's Task
+	// tool may start beside the built-in ones.
+	Agents *subagent.Catalog
 	// HumanRequests, when set, is offered every permission and plan
 	// approval request addressed to the lead: a human is attached (the
 	// terminal UI). If it returns true the human will answer (with
@@ -293,7 +296,7 @@ func NewSession(cfg Config) (*Session, error) {
 	s.usage = &leadUsage{s: s}
 	sub := &subagent.Runner{Provider: cfg.Provider, Model: cfg.Model, Workspace: cfg.Workspace, Parent: store.LeadName,
 		Observe: s.usage.observe(cfg.Observe), Gate: gate, Compactor: &compact.Compactor{}, Hidden: cfg.Rules.hidden(),
-		AfterTool: cfg.Rules.afterTool(cfg.Workspace, who)}
+		AfterTool: cfg.Rules.afterTool(cfg.Workspace, who), Agents: cfg.Agents}
 	sub.Start, sub.Stop = cfg.Rules.subagentHooks(who)
 	list := &todo.List{}
 	id := agent.Identity{Name: store.LeadName}

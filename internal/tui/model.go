@@ -36,6 +36,9 @@ type Model struct {
 	ctl  Controller
 	now  func() time.Time
 	demo bool
+	// commands and expand are Options.Commands and Options.Expand.
+	commands []Command
+	expand   func(name, args string) (string, bool)
 
 	width, height int
 	view          viewKind
@@ -82,6 +85,7 @@ func New(opts Options) *Model {
 		md:     newMarkdown(),
 	}
 	m.state.demo = opts.Demo
+	m.commands, m.expand = opts.Commands, opts.Expand
 	m.resize(80, 24)
 	return m
 }
@@ -391,8 +395,20 @@ func (m *Model) command(text string) tea.Cmd {
 			m.note("Compacting the lead's conversation…")
 		}
 	default:
-		m.add(entry{kind: entryError, text: fmt.Sprintf("unknown command /%s; /help lists them", name)})
 		m.setView(viewChat)
+		if m.expand != nil {
+			if prompt, ok := m.expand(name, arg); ok {
+				// The chat shows what was typed; the lead gets the
+				// command's text with the arguments filled in.
+				m.add(entry{kind: entryUser, text: text})
+				m.stream = -1
+				if m.ctl != nil {
+					m.ctl.Submit(prompt)
+				}
+				return nil
+			}
+		}
+		m.add(entry{kind: entryError, text: fmt.Sprintf("unknown command /%s; /help lists them", name)})
 	}
 	return nil
 }

@@ -55,6 +55,16 @@ type Options struct {
 	Demo bool
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Commands are the user's own slash commands (skills and Claude Code
+	// commands), listed by /help; Expand turns "/name args" into the prompt
+	// sent to the lead, ok false for a name it does not know.
+	Commands []Command
+	Expand   func(name, args string) (prompt string, ok bool)
+}
+
+// Command is one of the user's own slash commands.
+type Command struct {
+	Name, ArgumentHint, Description string
 }
 
 // Messages the program accepts from outside (Program.Send).

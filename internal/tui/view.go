@@ -457,6 +457,9 @@ func (m *Model) helpLines() []string {
 		{"PgUp/PgDn", "scroll"},
 		{"y / n / f", "answer a request: allow, deny, deny with feedback"},
 	}
+	for _, c := range m.commands {
+		rows = append(rows, [2]string{strings.TrimSpace("/" + c.Name + " " + c.ArgumentHint), text.OneLine(c.Description, w)})
+	}
 	out := []string{"", sBold.Render(" COMMANDS AND KEYS")}
 	for _, r := range rows {
 		out = append(out, fit(" "+sAccent.Render(fit(r[0], 17))+" "+r[1], w))

@@ -100,6 +100,7 @@ func Open(stateDir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(teams, 0o755); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	writeGitignore(abs, opts.Logger)
 	s := &Store{
 		dir:      abs,
 		teamsDir: teams,
