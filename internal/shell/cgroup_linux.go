@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -132,6 +134,24 @@ func newCgroup() (path string, dir *os.File, ok bool) {
 	}
 	return path, dir, true
 }
+
+// ownCgroup reports whether path names a command cgroup troupe makes: a
+// troupe-<pid>-<n> directory in a cgroup v2 hierarchy.
+func ownCgroup(path string) bool {
+	if !ownCgroupName.MatchString(filepath.Base(path)) || !filepath.IsAbs(path) {
+		return false
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(path), &st); err != nil {
+		return false
+	}
+	return st.Type == cgroup2Magic
+}
+
+var ownCgroupName = regexp.MustCompile(`^troupe-[0-9]+-[0-9]+$`)
+
+// cgroup2Magic is CGROUP2_SUPER_MAGIC, the filesystem type of cgroup v2.
+const cgroup2Magic = 0x63677270
 
 // cgroupKill kills every process of the cgroup at path and reports whether
 // it had any.

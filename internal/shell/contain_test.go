@@ -243,3 +243,31 @@ func TestRecordFollowsCommands(t *testing.T) {
 		t.Errorf("record still there after the command ended: %v", err)
 	}
 }
+
+// TestForgedCgroupRecordIgnored: a record naming a path that is not one of
+// troupe's cgroups makes KillLeftovers touch nothing there.
+func TestForgedCgroupRecordIgnored(t *testing.T) {
+	dir, victim := t.TempDir(), t.TempDir()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(record{Pid: dead.Process.Pid, Start: 1, Groups: []Group{{Cgroup: victim}, {Cgroup: filepath.Join(victim, "troupe-1-1")}}})
+	if err := os.WriteFile(filepath.Join(dir, "1.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(victim, "troupe-1-1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := KillLeftovers(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(victim, "troupe-1-1"), victim} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(victim, "cgroup.kill")); err == nil {
+		t.Error("a cgroup.kill file was written outside any cgroup")
+	}
+}

@@ -95,6 +95,11 @@ for id in "${!g[@]}"; do
   kill -KILL -- "-$id" 2>/dev/null
   cg=${g[$id]}
   if [ -n "$cg" ]; then echo 1 > "$cg/cgroup.kill"; fi 2>/dev/null
+done
+for id in "${!g[@]}"; do
+  cg=${g[$id]}
+  [ -n "$cg" ] || continue
+  for _ in 1 2 3 4 5 6 7 8 9 10; do rmdir "$cg" 2>/dev/null && break; sleep 0.05; done
 done`
 
 // tellLocked sends line to the watchdog, starting it when needed. A
@@ -239,8 +244,10 @@ func KillLeftovers(dir string) ([]Group, error) {
 // was.
 func killGroupRecord(g Group) bool {
 	any := false
-	if g.Cgroup != "" && cgroupKill(g.Cgroup) {
-		any = true
+	// A record is a file an agent's bash could have written: only a
+	// cgroup troupe makes is touched, never a path it names.
+	if g.Cgroup != "" && ownCgroup(g.Cgroup) {
+		any = cgroupKill(g.Cgroup)
 		cgroupRemove(g.Cgroup)
 	}
 	if g.Pgid <= 0 {
