@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/secret"
 )
@@ -46,6 +47,7 @@ type tracker struct {
 	dir    string
 	groups map[int]Group
 	wd     *os.File // write end of the watchdog's stdin; nil until needed
+	wrote  bool     // this process's record in dir is there
 }
 
 var tracked = &tracker{groups: map[int]Group{}}
@@ -62,7 +64,18 @@ func SetRecordDir(dir string) error {
 	}
 	tracked.mu.Lock()
 	defer tracked.mu.Unlock()
+	if dir != tracked.dir {
+		tracked.wrote = false
+	}
 	tracked.dir = dir
+	if dir != "" {
+		// Pids repeat, from one run to the next in a container: a record
+		// under our pid is a dead process's, to keep for KillLeftovers.
+		path := filepath.Join(dir, strconv.Itoa(os.Getpid())+".json")
+		if _, err := os.Stat(path); err == nil && !tracked.wrote {
+			_ = os.Rename(path, filepath.Join(dir, fmt.Sprintf("%d-%d.json", os.Getpid(), time.Now().UnixNano())))
+		}
+	}
 	return tracked.writeLocked()
 }
 
@@ -130,6 +143,7 @@ func startWatchdog() *os.File {
 	cmd := exec.Command(bash, "-c", watchdogScript)
 	cmd.Args[0] = "troupe-watchdog"
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	cmd.Dir = "/" // it must not keep a workspace busy
 	cmd.Stdin = r
 	// Its own group: a Ctrl-C to troupe's group must not take it first.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -150,9 +164,13 @@ func (t *tracker) writeLocked() error {
 	}
 	path := filepath.Join(t.dir, strconv.Itoa(os.Getpid())+".json")
 	if len(t.groups) == 0 {
+		if !t.wrote {
+			return nil
+		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
+		t.wrote = false
 		return nil
 	}
 	rec := record{Pid: os.Getpid(), Groups: make([]Group, 0, len(t.groups))}
@@ -170,7 +188,11 @@ func (t *tracker) writeLocked() error {
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	t.wrote = true
+	return nil
 }
 
 // describeCommand is a command as recorded: short and with no secret.
@@ -222,8 +244,8 @@ func KillLeftovers(dir string) ([]Group, error) {
 			_ = os.Remove(path)
 			continue
 		}
-		if rec.Pid == os.Getpid() {
-			continue
+		if rec.Pid == os.Getpid() && rec.Start == readStart(rec.Pid) {
+			continue // this process's own
 		}
 		if st, ok := readStat(rec.Pid); ok && st.start == rec.Start && st.state != 'Z' {
 			continue // that troupe still runs and owns its commands
