@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
+	"github.com/troupe-dev/troupe/internal/shell"
 	"github.com/troupe-dev/troupe/internal/tool"
 )
 
@@ -39,10 +40,16 @@ type turnReport struct {
 	HarnessMSP50      float64 `json:"harness_ms_p50"`
 	HarnessMSP99      float64 `json:"harness_ms_p99"`
 	PrefixStableRatio float64 `json:"prefix_stable_ratio,omitempty"`
-	Endpoint          string  `json:"endpoint"`
-	Tool              string  `json:"tool"`
-	GoVersion         string  `json:"go_version"`
-	CPUs              int     `json:"cpus"`
+	// With --sandbox: the turns' bash calls run in the bubblewrap sandbox,
+	// and the cost of one bash call is measured with and without it.
+	Sandbox              bool    `json:"sandbox,omitempty"`
+	BashMSP50            float64 `json:"bash_ms_p50,omitempty"`
+	SandboxedBashMSP50   float64 `json:"sandboxed_bash_ms_p50,omitempty"`
+	SandboxCostMSPerCall float64 `json:"sandbox_cost_ms_per_call,omitempty"`
+	Endpoint             string  `json:"endpoint"`
+	Tool                 string  `json:"tool"`
+	GoVersion            string  `json:"go_version"`
+	CPUs                 int     `json:"cpus"`
 }
 
 func (a *app) benchTurnCmd() *cobra.Command {
@@ -50,6 +57,7 @@ func (a *app) benchTurnCmd() *cobra.Command {
 		turns   int
 		baseURL string
 		asJSON  bool
+		sandbox bool
 	)
 	cmd := &cobra.Command{
 		Use:   "turn",
@@ -60,9 +68,11 @@ bash with echo on every turn. With --base-url the same loop runs against any
 Anthropic-compatible server whose replies are bash echo tool calls.
 
 harness_ms is a turn's time less the model call and the tool run: what troupe
-itself costs per turn.`,
+itself costs per turn. With --sandbox the bash calls run in the bubblewrap
+sandbox, and the cost of the sandbox per bash call is measured apart (the same
+echo with and without it).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := a.benchTurn(cmd.Context(), turns, baseURL)
+			rep, err := a.benchTurn(cmd.Context(), turns, baseURL, sandbox)
 			if err != nil {
 				return withCode(ExitError, err)
 			}
@@ -75,6 +85,10 @@ itself costs per turn.`,
 			fmt.Fprintf(a.stdout, "per turn: p50 %.3f ms, p99 %.3f ms\n", rep.MSPerTurnP50, rep.MSPerTurnP99)
 			fmt.Fprintf(a.stdout, "of which model p50 %.3f ms, tool p50 %.3f ms, harness p50 %.3f ms (p99 %.3f ms)\n",
 				rep.ModelMSP50, rep.ToolMSP50, rep.HarnessMSP50, rep.HarnessMSP99)
+			if rep.Sandbox {
+				fmt.Fprintf(a.stdout, "bash call p50: %.3f ms plain, %.3f ms sandboxed: the sandbox costs %.3f ms per call\n",
+					rep.BashMSP50, rep.SandboxedBashMSP50, rep.SandboxCostMSPerCall)
+			}
 			if rep.PrefixStableRatio > 0 {
 				fmt.Fprintf(a.stdout, "prefix stable ratio: %.3f\n", rep.PrefixStableRatio)
 			}
@@ -84,10 +98,11 @@ itself costs per turn.`,
 	cmd.Flags().IntVar(&turns, "turns", 200, "tool-calling turns to run")
 	cmd.Flags().StringVar(&baseURL, "base-url", "", "run against this Anthropic-compatible server instead of the in-process fake")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&sandbox, "sandbox", false, "run the bash calls in the bubblewrap sandbox and report its cost per call")
 	return cmd
 }
 
-func (a *app) benchTurn(ctx context.Context, turns int, baseURL string) (*turnReport, error) {
+func (a *app) benchTurn(ctx context.Context, turns int, baseURL string, sandbox bool) (*turnReport, error) {
 	if turns < 2 {
 		return nil, errors.New("--turns must be at least 2")
 	}
@@ -126,6 +141,18 @@ func (a *app) benchTurn(ctx context.Context, turns int, baseURL string) (*turnRe
 		return nil, err
 	}
 	defer ws.Close()
+	env := &tool.Env{Workspace: ws}
+	if sandbox {
+		home, _ := os.UserHomeDir()
+		env.Sandbox = &shell.Sandbox{Protected: shell.ProtectedPaths(ws.Dir()), Hidden: shell.HiddenPaths(home)}
+		if err := shell.CheckSandbox(ctx, env.Sandbox); err != nil {
+			return nil, err
+		}
+		rep.Sandbox = true
+		if err := benchSandboxCost(ctx, rep, env.Sandbox, ws.Dir(), min(turns, 50)); err != nil {
+			return nil, err
+		}
+	}
 
 	// Timing: a turn runs from the end of the previous round to the end of
 	// its own; the model's share ends at its usage event, the tool's share
@@ -165,7 +192,7 @@ func (a *app) benchTurn(ctx context.Context, turns int, baseURL string) (*turnRe
 		Provider:   provider,
 		System:     agent.Prompt{Identity: agent.Identity{Name: "team-lead"}, Workspace: ws.Dir()}.String(),
 		Tools:      tool.NewRegistry(tool.Builtins()...),
-		Env:        &tool.Env{Workspace: ws},
+		Env:        env,
 		MaxTurns:   turns,
 		Observe:    observe,
 		Boundaries: []agent.Boundary{boundary},
@@ -198,6 +225,33 @@ func (a *app) benchTurn(ctx context.Context, turns int, baseURL string) (*turnRe
 		rep.PrefixStableRatio = prefixStableRatio(bodies)
 	}
 	return rep, nil
+}
+
+// benchSandboxCost times n echo commands run plainly and n run in sb,
+// interleaved so that both see the same machine, and records the p50s and
+// their difference: what the sandbox adds to one bash call.
+func benchSandboxCost(ctx context.Context, rep *turnReport, sb *shell.Sandbox, dir string, n int) error {
+	var plain, boxed []float64
+	for range n {
+		for _, s := range []*shell.Sandbox{nil, sb} {
+			start := time.Now()
+			r, err := shell.Run(ctx, shell.Options{Dir: dir, Command: "echo bench", Sandbox: s})
+			if err != nil {
+				return err
+			}
+			if r.ExitCode != 0 {
+				return fmt.Errorf("bench bash call failed (exit %d): %s", r.ExitCode, r.Output)
+			}
+			if s == nil {
+				plain = append(plain, ms(time.Since(start)))
+			} else {
+				boxed = append(boxed, ms(time.Since(start)))
+			}
+		}
+	}
+	rep.BashMSP50, rep.SandboxedBashMSP50 = percentile(plain, 50), percentile(boxed, 50)
+	rep.SandboxCostMSPerCall = rep.SandboxedBashMSP50 - rep.BashMSP50
+	return nil
 }
 
 // prefixStableRatio is, over consecutive requests, the share of each

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/llm/cassette"
 	"github.com/troupe-dev/troupe/internal/pace"
+	"github.com/troupe-dev/troupe/internal/secret"
 )
 
 // Exit codes, documented in README.md.
@@ -42,8 +43,11 @@ func withCode(code int, err error) error { return &exitError{code: code, err: er
 type app struct {
 	ctx    context.Context
 	stdin  io.Reader
-	stdout io.Writer
-	stderr io.Writer
+	stdout io.Writer // redacting (secret.Writer)
+	stderr io.Writer // redacting (secret.Writer)
+	// rawStdout is stdout as given, for the terminal UI, which needs the
+	// terminal itself and shows only what its user may see.
+	rawStdout io.Writer
 
 	workspace string // --workspace
 	stateDir  string // --state-dir (default <workspace>/.troupe, or $TROUPE_HOME)
@@ -94,7 +98,12 @@ func (a *app) StateDir() (string, error) {
 
 // Main runs troupe with args and returns the process exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, args: args}
+	// Every key troupe can be handed is known before anything is written:
+	// stdout and stderr (stream-json, text, errors) never show one.
+	secret.RegisterEnviron(os.Environ())
+	raw := stdout
+	stdout, stderr = secret.Writer(stdout), secret.Writer(stderr)
+	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, rawStdout: raw, args: args}
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetIn(stdin)

@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm/cassette"
 	"github.com/troupe-dev/troupe/internal/llm/openai"
 	"github.com/troupe-dev/troupe/internal/pace"
+	"github.com/troupe-dev/troupe/internal/secret"
 	"github.com/troupe-dev/troupe/internal/team"
 )
 
@@ -49,6 +50,8 @@ func (a *app) buildProvider(pf providerFlags, maxRetries int) (llm.Provider, str
 		"openai":    "set OPENAI_BASE_URL, or run with --provider openai --base-url URL",
 	}}
 	anthropicURL, openaiURL := os.Getenv("ANTHROPIC_BASE_URL"), os.Getenv("OPENAI_BASE_URL")
+	// A password in an endpoint is a secret wherever the URL is printed.
+	secret.RegisterURL(pf.baseURL)
 	switch pf.provider {
 	case "anthropic":
 		if pf.baseURL != "" {
@@ -115,7 +118,7 @@ func (a *app) recording(p llm.Provider, path, workspace string) (llm.Provider, f
 	for k, v := range snapshotMeta(a.ctx, workspace) {
 		meta[k] = v
 	}
-	rec := cassette.NewRecorder(p, f, cassette.Header{
+	rec := cassette.NewRecorder(p, secret.Writer(f), cassette.Header{
 		CreatedAt: time.Now().UTC(), Provider: p.Name(), Args: replayArgs(a.args), Meta: meta,
 	})
 	a.recorder = rec
@@ -233,7 +236,7 @@ agent, the call and the first field that differs, and the replay exits 1.`,
 			ctx, cancel := context.WithCancel(a.ctx)
 			defer cancel()
 			rp.OnDivergence(func(error) { cancel() })
-			sub := &app{ctx: ctx, stdin: a.stdin, stdout: a.stdout, stderr: a.stderr, providerOverride: rp}
+			sub := &app{ctx: ctx, stdin: a.stdin, stdout: a.stdout, stderr: a.stderr, rawStdout: a.rawStdout, providerOverride: rp}
 			if len(c.Steps) > 0 {
 				sub.pacerOverride = pace.NewReplayer(c.Steps, pace.Options{OnDiverge: func(error) { cancel() }})
 				defer sub.pacerOverride.Close()

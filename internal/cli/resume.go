@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
+	"github.com/troupe-dev/troupe/internal/shell"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
 )
@@ -64,6 +65,7 @@ scripted model.`,
 				return withCode(ExitError, err)
 			}
 			defer e.close()
+			a.killLeftovers(e)
 			provider, err := a.resumeProvider(e, pf, maxRetries)
 			if err != nil {
 				return err
@@ -112,6 +114,23 @@ scripted model.`,
 	tf.add(cmd.Flags())
 	pf.add(cmd.Flags())
 	return cmd
+}
+
+// killLeftovers kills what the commands of a dead troupe process left
+// running (recorded under the state directory's pids/), before the team
+// comes back and starts its commands again.
+func (a *app) killLeftovers(e *env) {
+	killed, err := shell.KillLeftovers(filepath.Join(e.stateDir, "pids"))
+	if err != nil {
+		e.logger.Warn("leftover commands", "err", err)
+		fmt.Fprintf(a.stderr, "troupe: %v\n", err)
+	}
+	for _, g := range killed {
+		e.logger.Info("killed a leftover command", "pgid", g.Pgid, "cgroup", g.Cgroup, "command", g.Command)
+	}
+	if n := len(killed); n > 0 {
+		fmt.Fprintf(a.stderr, "troupe: killed %d command(s) a previous run left running\n", n)
+	}
 }
 
 type resumedProvider struct {

@@ -21,7 +21,9 @@ import (
 	"github.com/troupe-dev/troupe/internal/memory"
 	"github.com/troupe-dev/troupe/internal/pattern"
 	"github.com/troupe-dev/troupe/internal/permission"
+	"github.com/troupe-dev/troupe/internal/secret"
 	"github.com/troupe-dev/troupe/internal/settings"
+	"github.com/troupe-dev/troupe/internal/shell"
 	"github.com/troupe-dev/troupe/internal/skill"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/store/file"
@@ -111,7 +113,12 @@ func (a *app) openEnv(dir string, warn io.Writer) (*env, error) {
 		return nil, err
 	}
 	e.logFile = lf
-	e.logger = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	e.logger = slog.New(secret.Handler(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	// The process groups of running commands, for troupe resume after a
+	// crash (shell.KillLeftovers).
+	if err := shell.SetRecordDir(filepath.Join(stateDir, "pids")); err != nil {
+		e.logger.Warn("record command groups", "err", err)
+	}
 	if e.store, err = file.Open(stateDir, file.Options{Logger: e.logger}); err != nil {
 		e.close()
 		return nil, err

@@ -33,7 +33,7 @@ var errNoTerminal = errors.New(`the interactive session needs a terminal on stdi
 // terminals returns stdin and stdout as files when both are terminals.
 func (a *app) terminals() (in, out *os.File, ok bool) {
 	in, inOK := a.stdin.(*os.File)
-	out, outOK := a.stdout.(*os.File)
+	out, outOK := a.rawStdout.(*os.File)
 	if !inOK || !outOK || !term.IsTerminal(in.Fd()) || !term.IsTerminal(out.Fd()) {
 		return nil, nil, false
 	}

@@ -78,7 +78,9 @@ func (r *Runner) exec(ctx context.Context, h settings.Hook, stdin []byte) Result
 	}
 	cmd := exec.CommandContext(tctx, r.cfg.Shell, "-c", h.Command)
 	cmd.Dir = r.cfg.Dir
-	cmd.Env = append(os.Environ(), r.cfg.Env...)
+	// Hooks see what tools see: no provider key, no troupe internals; the
+	// variables troupe means them to have come after.
+	cmd.Env = append(shell.Environ(os.Environ(), nil), r.cfg.Env...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Stdout, cmd.Stderr = outW, errW
 	setGroup(cmd)

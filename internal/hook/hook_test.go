@@ -424,3 +424,30 @@ func TestSubagentEvents(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
+
+// TestHookEnvironmentHasNoKey: a hook sees neither the provider keys nor
+// troupe's internal variables, only the ones troupe sets for hooks.
+func TestHookEnvironmentHasNoKey(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-hook-test-0001")
+	t.Setenv("OPENAI_API_KEY", "sk-openai-hook-test-0002")
+	t.Setenv("TROUPE_HOME", "/state-0003")
+	dir := t.TempDir()
+	r := newRunner(t, dir, cmdHook(settings.PreToolUse, "Bash",
+		`{ env; cat /proc/self/environ | tr '\0' '\n'; } > "$TROUPE_PROJECT_DIR/env.txt"`))
+	g := r.Gate(who, func(context.Context, agent.Call) agent.Decision { return agent.Decision{Allow: true} })
+	if d := g(context.Background(), bashCall("true")); !d.Allow {
+		t.Fatalf("decision = %+v", d)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "env.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, leak := range []string{"0001", "0002", "0003", "ANTHROPIC_", "OPENAI_", "TROUPE_HOME"} {
+		if strings.Contains(string(b), leak) {
+			t.Errorf("the hook saw %q:\n%s", leak, b)
+		}
+	}
+	if !strings.Contains(string(b), "TROUPE_PROJECT_DIR="+dir) || !strings.Contains(string(b), "CLAUDE_PROJECT_DIR="+dir) {
+		t.Errorf("the hook's own variables are missing:\n%s", b)
+	}
+}

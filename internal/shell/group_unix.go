@@ -17,7 +17,7 @@ const (
 )
 
 func setGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = sysProcAttr()
 }
 
 func signalGroup(pgid int, sig syscall.Signal) {
@@ -42,7 +42,7 @@ func GroupAlive(pgid int) bool {
 		if err != nil {
 			continue
 		}
-		if g, state, ok := procGroup(pid); ok && g == pgid && state != 'Z' && state != 'X' {
+		if st, ok := readStat(pid); ok && st.pgid == pgid && st.state != 'Z' && st.state != 'X' {
 			return true
 		}
 	}
@@ -54,34 +54,48 @@ func PidAlive(pid int) bool {
 	if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
 		return false
 	}
-	if _, state, ok := procGroup(pid); ok {
-		return state != 'Z' && state != 'X'
+	if st, ok := readStat(pid); ok {
+		return st.state != 'Z' && st.state != 'X'
 	}
 	_, err := os.Stat("/proc")
 	return err != nil // without /proc, trust kill(2)
 }
 
-// procGroup reads the process group and state of pid from /proc.
-func procGroup(pid int) (pgid int, state byte, ok bool) {
+// procStat is what troupe reads of /proc/<pid>/stat.
+type procStat struct {
+	pgid  int
+	state byte
+	// start is the process's start time in clock ticks since boot: with
+	// the pid, it names one process for good, since a reused pid has a
+	// later start.
+	start uint64
+}
+
+// readStat reads the process group, state and start time of pid.
+func readStat(pid int) (procStat, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0, false
+		return procStat{}, false
 	}
 	// The command name may hold spaces and parentheses: fields start
-	// after the last ')'.
+	// after the last ')', with the state (field 3 of proc(5)).
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, 0, false
+		return procStat{}, false
 	}
 	f := bytes.Fields(b[i+1:])
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
+	if len(f) < 20 || len(f[0]) != 1 {
+		return procStat{}, false
 	}
 	g, err := strconv.Atoi(string(f[2]))
 	if err != nil {
-		return 0, 0, false
+		return procStat{}, false
 	}
-	return g, f[0][0], true
+	start, err := strconv.ParseUint(string(f[19]), 10, 64)
+	if err != nil {
+		return procStat{}, false
+	}
+	return procStat{pgid: g, state: f[0][0], start: start}, true
 }
 
 func waitGroupGone(pgid int, limit time.Duration) {
@@ -90,4 +104,10 @@ func waitGroupGone(pgid int, limit time.Duration) {
 		signalGroup(pgid, sigKill)
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// readStart is the start time of pid, or 0 when unknown.
+func readStart(pid int) uint64 {
+	st, _ := readStat(pid)
+	return st.start
 }

@@ -3,6 +3,13 @@
 // takes every process the command started with it, grandchildren included,
 // and never hangs on a pipe a stray grandchild keeps open.
 //
+// Nothing a command starts outlives troupe: bash gets a parent-death
+// signal, a watchdog process kills the recorded groups when troupe dies,
+// each command runs in a cgroup of its own where the cgroup v2 hierarchy
+// allows it (catching setsid escapes), and the groups are recorded on disk
+// for KillLeftovers. Commands see the environment Environ builds, without
+// the provider keys, and may run in a bubblewrap Sandbox.
+//
 // It must never depend on tools, agents or teams.
 package shell
 
@@ -12,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -37,13 +45,18 @@ type Options struct {
 	Timeout time.Duration
 	// OutputCap, when positive, bounds the kept output (head and tail).
 	OutputCap int
-	// Env is the environment; nil inherits the caller's.
+	// Env is the environment, used as given; nil means Environ of the
+	// caller's environment, which keeps the provider keys and troupe's
+	// own variables out.
 	Env []string
 	// Grace is the time between SIGTERM and SIGKILL; zero means
 	// DefaultGrace.
 	Grace time.Duration
 	// Stream, when set, also receives the output as it is produced.
 	Stream io.Writer
+	// Sandbox, when set, runs the command inside it; Start fails with
+	// ErrNoSandbox when it cannot be had, never runs the command without.
+	Sandbox *Sandbox
 }
 
 // Result is what a finished command left.
@@ -65,6 +78,7 @@ type Result struct {
 // Process is a started command.
 type Process struct {
 	pid     int
+	cgroup  string // the command's own cgroup, "" when it has none
 	done    chan struct{}
 	result  Result
 	stopReq chan struct{}
@@ -93,27 +107,69 @@ func Start(ctx context.Context, opts Options) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start command: %w", err)
 	}
+	argv := []string{"bash", "-c", opts.Command} // messages read "bash: ...", not the full path
+	path := bash
+	if opts.Sandbox != nil {
+		if err := CheckSandbox(ctx, opts.Sandbox); err != nil {
+			return nil, fmt.Errorf("start command: %w", err)
+		}
+		if path, err = opts.Sandbox.binary(); err != nil {
+			return nil, fmt.Errorf("start command: %w", err)
+		}
+		argv = opts.Sandbox.argv(path, opts.Dir, opts.Command)
+	}
+	env := opts.Env
+	if env == nil {
+		env = Environ(os.Environ(), nil)
+	}
+	var extra []*os.File
+	if opts.Sandbox != nil {
+		empty, err := emptyFD()
+		if err != nil {
+			return nil, fmt.Errorf("start command: %w", err)
+		}
+		defer empty.Close()
+		extra = []*os.File{empty}
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("start command: %w", err)
 	}
-	cmd := exec.Command(bash, "-c", opts.Command)
-	cmd.Args[0] = "bash" // messages read "bash: ...", not the full path
-	cmd.Dir = opts.Dir
-	cmd.Env = opts.Env
-	// Our own pipe rather than exec's copying goroutine: Wait must not
-	// wait for grandchildren that inherited the write end.
-	cmd.Stdout = pw
-	cmd.Stderr = pw
-	setGroup(cmd)
-	if err := cmd.Start(); err != nil {
+	newCmd := func() *exec.Cmd {
+		cmd := &exec.Cmd{Path: path, Args: argv, Dir: opts.Dir, Env: env, ExtraFiles: extra}
+		// Our own pipe rather than exec's copying goroutine: Wait must
+		// not wait for grandchildren that inherited the write end.
+		cmd.Stdout = pw
+		cmd.Stderr = pw
+		setGroup(cmd)
+		return cmd
+	}
+	cmd := newCmd()
+	cg, cgDir, inCgroup := newCgroup()
+	if inCgroup {
+		intoCgroup(cmd, cgDir)
+	}
+	exited, err := launch(cmd)
+	if inCgroup {
+		cgDir.Close()
+		if err != nil {
+			// The hierarchy refused the command; run it without.
+			cgroupRemove(cg)
+			disableCgroups()
+			cg = ""
+			cmd = newCmd()
+			exited, err = launch(cmd)
+		}
+	}
+	if err != nil {
 		pr.Close()
 		pw.Close()
 		return nil, fmt.Errorf("start command: %w", err)
 	}
 	pw.Close()
 
-	p := &Process{pid: cmd.Process.Pid, done: make(chan struct{}), stopReq: make(chan struct{})}
+	p := &Process{pid: cmd.Process.Pid, cgroup: cg, done: make(chan struct{}), stopReq: make(chan struct{})}
+	tracked.add(Group{Pgid: p.pid, Start: readStart(p.pid), Cgroup: cg, Command: describeCommand(opts.Command)})
 	buf := NewBuffer(opts.OutputCap)
 	var out io.Writer = buf
 	if opts.Stream != nil {
@@ -124,19 +180,41 @@ func Start(ctx context.Context, opts Options) (*Process, error) {
 		defer close(copied)
 		io.Copy(out, pr)
 	}()
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		cmd.Wait()
-	}()
 	go p.supervise(ctx, opts, cmd, pr, buf, copied, exited)
 	return p, nil
 }
 
+// launch starts cmd and waits for it in a goroutine locked to its OS
+// thread until the command has exited: the parent-death signal is tied
+// to the thread that forked, which must therefore outlive the command.
+// The returned channel is closed once the command has exited and been
+// reaped.
+func launch(cmd *exec.Cmd) (<-chan struct{}, error) {
+	started := make(chan error, 1)
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		<-exited
+		return nil, err
+	}
+	return exited, nil
+}
+
 // supervise waits for the end of the command, kills its group and records
 // the result. It owns the two goroutines Start began and waits for both.
-func (p *Process) supervise(ctx context.Context, opts Options, cmd *exec.Cmd, pr *os.File, buf *Buffer, copied, exited chan struct{}) {
+func (p *Process) supervise(ctx context.Context, opts Options, cmd *exec.Cmd, pr *os.File, buf *Buffer, copied chan struct{}, exited <-chan struct{}) {
 	defer close(p.done)
+	defer tracked.remove(p.pid)
 	start := time.Now()
 	var timeout <-chan time.Time
 	if opts.Timeout > 0 {
@@ -164,8 +242,12 @@ func (p *Process) supervise(ctx context.Context, opts Options, cmd *exec.Cmd, pr
 		grace.Stop()
 	}
 	// Whatever the command left behind in its group goes with it: a
-	// foreground command's orphans would have no owner to stop them.
+	// foreground command's orphans would have no owner to stop them. Its
+	// cgroup, when it has one, also holds what left the group.
 	signalGroup(p.pid, sigKill)
+	if p.cgroup != "" {
+		cgroupKill(p.cgroup)
+	}
 	<-exited
 	drain := time.NewTimer(pipeDrain)
 	select {
@@ -177,6 +259,9 @@ func (p *Process) supervise(ctx context.Context, opts Options, cmd *exec.Cmd, pr
 	drain.Stop()
 	pr.Close()
 	waitGroupGone(p.pid, goneWait)
+	if p.cgroup != "" {
+		cgroupRemove(p.cgroup)
+	}
 
 	res.Output = buf.String()
 	res.Truncated = buf.Truncated()

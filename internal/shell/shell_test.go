@@ -16,7 +16,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		runHelper()
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func TestRun(t *testing.T) {
 	dir := t.TempDir()

@@ -54,7 +54,14 @@ func (bashTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 	if !ok {
 		return res
 	}
-	opts := shell.Options{Dir: ws.Dir(), Command: args.Command, OutputCap: OutputCap, Timeout: time.Duration(timeout) * time.Second}
+	opts := shell.Options{Dir: ws.Dir(), Command: args.Command, OutputCap: OutputCap, Timeout: time.Duration(timeout) * time.Second,
+		Env: env.ShellEnv, Sandbox: env.Sandbox}
+	if env.Sandbox != nil {
+		// Refused now rather than as a failed background job later.
+		if err := shell.CheckSandbox(ctx, env.Sandbox); err != nil {
+			return Errorf("bash: %v", err)
+		}
+	}
 
 	if args.RunInBackground {
 		if env.Jobs == nil {

@@ -202,3 +202,71 @@ func TestTaskTools(t *testing.T) {
 		})
 	}
 }
+
+// TestBashHidesKeys: env and /proc/self/environ show no provider key in
+// the foreground or in the background; the settings' env is there.
+func TestBashHidesKeys(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-tool-test-0001")
+	t.Setenv("OPENAI_API_KEY", "sk-openai-tool-test-0002")
+	t.Setenv("TROUPE_HOME", "/state-0003")
+	const cmd = `env; cat /proc/self/environ | tr '\0' '\n'`
+	for _, extra := range []map[string]string{nil, {"FROM_SETTINGS": "on"}} {
+		env := newTestEnv(t)
+		if extra != nil {
+			env.ShellEnv = shell.Environ(os.Environ(), extra)
+		}
+		fg := call(t, bashTool{}, env, map[string]any{"command": cmd})
+		bg := call(t, bashTool{}, env, map[string]any{"command": cmd, "run_in_background": true})
+		st, err := env.Jobs.Output(t.Context(), "bg_1", true, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, out := range map[string]string{"foreground": fg.Content, "background": st.Output, "start": bg.Content} {
+			for _, leak := range []string{"0001", "0002", "0003", "TROUPE_"} {
+				if strings.Contains(out, leak) {
+					t.Errorf("%s output holds %q:\n%s", name, leak, out)
+				}
+			}
+		}
+		if extra != nil && strings.Count(fg.Content, "FROM_SETTINGS=on") != 2 {
+			t.Errorf("the settings' variable is missing:\n%s", fg.Content)
+		}
+	}
+}
+
+// TestBashSandbox: with a sandbox, bash writes the workspace but not
+// .troupe nor anything outside.
+func TestBashSandbox(t *testing.T) {
+	env := newTestEnv(t)
+	ws := env.Workspace.Dir()
+	// Outside /tmp, which the sandbox replaces by a private one.
+	out, err := os.MkdirTemp("/var/tmp", "troupe-bash-sandbox-")
+	if err != nil {
+		t.Skipf("no /var/tmp for a directory outside the private /tmp: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(out) })
+	writeFiles(t, out, map[string]string{"etc/passwd": "secret\n"})
+	if err := os.MkdirAll(filepath.Join(ws, ".troupe"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env.Sandbox = &shell.Sandbox{Protected: shell.ProtectedPaths(ws)}
+	if err := shell.CheckSandbox(t.Context(), env.Sandbox); err != nil {
+		t.Skipf("no sandbox here: %v", err)
+	}
+	got := call(t, bashTool{}, env, map[string]any{"command": "echo ok > f && cat f"})
+	if diff := cmp.Diff(OK("ok\n"), got); diff != "" {
+		t.Errorf("write in the workspace (-want +got):\n%s", diff)
+	}
+	for _, cmd := range []string{"echo x > .troupe/evil", "echo x > " + out + "/etc/passwd"} {
+		if got := call(t, bashTool{}, env, map[string]any{"command": cmd}); !got.IsError || !strings.Contains(got.Content, "Read-only file system") {
+			t.Errorf("%s: got %+v, want a refusal", cmd, got)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "etc", "passwd")); string(b) != "secret\n" {
+		t.Errorf("outside file changed: %q", b)
+	}
+	env.Sandbox = &shell.Sandbox{Bwrap: "no-such-bwrap"}
+	if got := call(t, bashTool{}, env, map[string]any{"command": "true", "run_in_background": true}); !got.IsError || !strings.Contains(got.Content, "bubblewrap is not installed") {
+		t.Errorf("missing bwrap: got %+v", got)
+	}
+}

@@ -21,6 +21,10 @@ import (
 //go:embed glob.md
 var globDescription string
 
+// special are the kinds of entries that glob does not list. Links are
+// listed as links, never followed.
+const special = fs.ModeNamedPipe | fs.ModeSocket | fs.ModeDevice | fs.ModeCharDevice | fs.ModeIrregular
+
 // globCap bounds the number of paths glob returns.
 const globCap = 1000
 
@@ -65,6 +69,9 @@ func (globTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 		}
 		if d.IsDir() || !doublestar.MatchUnvalidated(pattern, rel) {
 			return nil
+		}
+		if d.Type()&special != 0 {
+			return nil // FIFOs, sockets, devices: not files to work on
 		}
 		var mod time.Time
 		if fi, err := d.Info(); err == nil {

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/bmatcuk/doublestar/v4"
 
@@ -164,7 +166,16 @@ type grepSearch struct {
 // file searches one file. explicit says the model named it, so that a
 // binary or too big file is reported rather than silently skipped.
 func (s *grepSearch) file(rel string, explicit bool) error {
-	f, err := s.ws.Root().Open(rel)
+	// A FIFO would block the open and the read forever, a device could
+	// do anything when opened: only regular files are opened, a link to
+	// anything else is not followed into it, and the open itself does not
+	// wait, should the file be swapped for a FIFO after the check.
+	if fi, err := s.ws.Root().Stat(rel); err != nil {
+		return err
+	} else if !fi.Mode().IsRegular() {
+		return namedErrorf("%q is not a regular file", rel)
+	}
+	f, err := s.ws.Root().OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/shell"
 )
 
 // Tool is something a model may call.
@@ -50,6 +51,14 @@ type Env struct {
 	// not read (a permission rule denies them): glob and grep leave them
 	// out of a search over a folder that holds them.
 	Hidden func(tool, rel string) bool
+	// ShellEnv is the environment of bash commands, foreground and
+	// background (shell.Environ of the process's environment and the
+	// settings' env); nil means shell.Environ(os.Environ(), nil): never the
+	// provider keys nor troupe's own variables.
+	ShellEnv []string
+	// Sandbox, when set, runs every bash command in it; a command is
+	// refused, never run outside, when the sandbox cannot be had.
+	Sandbox *shell.Sandbox
 }
 
 // hidden reports whether tool must leave rel out.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/troupe-dev/troupe/internal/secret"
 	"github.com/troupe-dev/troupe/internal/store"
 )
 
@@ -133,6 +134,9 @@ func (t *Team) appendLocked(ctx context.Context, lockPath, path string, line []b
 	if err := t.s.closedErr(); err != nil {
 		return err
 	}
+	// Transcripts and the journal keep what agents saw and said: a key
+	// that reached them is written as [redacted].
+	line = secret.RedactBytes(line)
 	err := t.s.locks.withLock(ctx, lockPath, func() error { return appendLine(path, line, nil) })
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)
