@@ -16,6 +16,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/shell"
 	"github.com/troupe-dev/troupe/internal/todo"
 	"github.com/troupe-dev/troupe/internal/tool"
 )
@@ -111,6 +112,10 @@ type Runner struct {
 	// Hidden, if set, is the parent's tool.Env.Hidden: paths a search must
 	// leave out.
 	Hidden func(tool, rel string) bool
+	// ShellEnv and Sandbox are the parent's: how the subagent's bash
+	// commands run (tool.Env).
+	ShellEnv []string
+	Sandbox  *shell.Sandbox
 	// AfterTool, if set, sees each call that ran, as the parent's does
 	// (PostToolUse hooks, the artifact guard's look at bash writes).
 	AfterTool func(ctx context.Context, call agent.Call, res *tool.Result)
@@ -214,7 +219,7 @@ func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
 		Model:      spec.model,
 		System:     prompt.String(),
 		Tools:      tool.NewRegistry(builtins...),
-		Env:        &tool.Env{Workspace: r.Workspace, Agent: name, Hidden: r.Hidden},
+		Env:        &tool.Env{Workspace: r.Workspace, Agent: name, Hidden: r.Hidden, ShellEnv: r.ShellEnv, Sandbox: r.Sandbox},
 		MaxTurns:   iterations,
 		MaxTokens:  r.MaxTokens,
 		Gate:       r.Gate,

@@ -140,7 +140,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 			Sections:     cfg.Sections,
 		}.String(),
 		Tools:      teammateRegistry(b, list),
-		Env:        &tool.Env{Workspace: cfg.Workspace, Agent: m.name, Team: r.Name, Jobs: m.jobs, Hidden: cfg.Rules.hidden()},
+		Env:        cfg.Rules.toolEnv(cfg.Workspace, m.name, r.Name, m.jobs),
 		MaxTurns:   cfg.MaxTurns,
 		Gate:       m.gate,
 		AfterTool:  cfg.Rules.afterTool(cfg.Workspace, m.who),

@@ -11,6 +11,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/pattern"
 	"github.com/troupe-dev/troupe/internal/permission"
+	"github.com/troupe-dev/troupe/internal/shell"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/tool"
 )
@@ -35,6 +36,12 @@ type Rules struct {
 	// StateDir is the file store's state directory, from which hooks are
 	// given each agent's transcript_path ("": none).
 	StateDir string
+	// ShellEnv is the environment of every agent's bash commands: the
+	// scrubbed process environment plus the settings' env (nil: the
+	// scrubbed process environment).
+	ShellEnv []string
+	// Sandbox, when set, runs every bash command in bubblewrap.
+	Sandbox *shell.Sandbox
 }
 
 func (r *Rules) hooks() *hook.Runner {
@@ -84,6 +91,38 @@ func (r *Rules) afterTool(ws *tool.Workspace, who hook.Who) func(ctx context.Con
 
 // hidden is what searches leave out: the paths a deny rule forbids the
 // searching tool (nil when no rule could).
+// toolEnv is the tool environment of one agent: its workspace, the paths
+// its searches leave out, and how its commands run (environment and
+// sandbox). It is the one place an agent's surroundings are decided.
+func (r *Rules) toolEnv(ws *tool.Workspace, agentName, team string, jobs *tool.Jobs) *tool.Env {
+	env := &tool.Env{Workspace: ws, Agent: agentName, Team: team, Jobs: jobs, Hidden: r.hidden()}
+	if r != nil {
+		env.ShellEnv, env.Sandbox = r.ShellEnv, r.Sandbox
+	}
+	return env
+}
+
+func (r *Rules) policy() *permission.Policy {
+	if r == nil {
+		return nil
+	}
+	return r.Policy
+}
+
+func (r *Rules) shellEnv() []string {
+	if r == nil {
+		return nil
+	}
+	return r.ShellEnv
+}
+
+func (r *Rules) sandbox() *shell.Sandbox {
+	if r == nil {
+		return nil
+	}
+	return r.Sandbox
+}
+
 func (r *Rules) hidden() func(tool, rel string) bool {
 	if r == nil || r.Policy == nil {
 		return nil

@@ -295,7 +295,7 @@ func NewSession(cfg Config) (*Session, error) {
 	s.who = who
 	s.usage = &leadUsage{s: s}
 	sub := &subagent.Runner{Provider: cfg.Provider, Model: cfg.Model, Workspace: cfg.Workspace, Parent: store.LeadName,
-		Observe: s.usage.observe(cfg.Observe), Gate: gate, Compactor: &compact.Compactor{}, Hidden: cfg.Rules.hidden(),
+		Observe: s.usage.observe(cfg.Observe), Gate: gate, Compactor: &compact.Compactor{}, Hidden: cfg.Rules.hidden(), ShellEnv: cfg.Rules.shellEnv(), Sandbox: cfg.Rules.sandbox(),
 		AfterTool: cfg.Rules.afterTool(cfg.Workspace, who), Agents: cfg.Agents}
 	sub.Start, sub.Stop = cfg.Rules.subagentHooks(who)
 	list := &todo.List{}
@@ -312,7 +312,7 @@ func NewSession(cfg Config) (*Session, error) {
 			Sections:     cfg.Sections,
 		}.String(),
 		Tools:      leadRegistry(b, list, cfg.Skills, tool.TaskHandlers{Subagent: subagent.Handler(sub), Teammate: s.teammateHandler}),
-		Env:        &tool.Env{Workspace: cfg.Workspace, Agent: store.LeadName, Jobs: s.jobs, Hidden: cfg.Rules.hidden()},
+		Env:        cfg.Rules.toolEnv(cfg.Workspace, store.LeadName, "", s.jobs),
 		MaxTurns:   cfg.MaxTurns,
 		Gate:       gate,
 		AfterTool:  cfg.Rules.afterTool(cfg.Workspace, who),

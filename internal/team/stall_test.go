@@ -329,3 +329,42 @@ rules:
 		t.Errorf("the dead member's task is %s owned by %q, want pending and unowned", got.Status, got.Owner)
 	}
 }
+
+// TestLeadGrantsOnlyWhatItMay: a lead may grant a teammate's asked call only
+// when its own rules would let it run it; a lead in plan mode cannot grant
+// a command.
+func TestLeadGrantsOnlyWhatItMay(t *testing.T) {
+	f := start(t, `
+rules:
+  - agent: team-lead
+    contains: "Plan only"
+    reply:
+      - tool_use: {name: TeamCreate, input: {team_name: crew}}
+      - tool_use: {name: Task, input: {team_name: crew, name: doer, description: d, permission_mode: default, prompt: "Make the marker."}}
+  - agent: team-lead
+    regex: 'type="permission_request"[^>]*request_id="([^"]+)"'
+    reply:
+      - tool_use: {name: SendMessage, input: {type: permission_response, request_id: "${1}", approve: true}}
+  - agent: team-lead
+    regex: 'you may not grant doer.s bash call[^"]*'
+    reply:
+      - tool_use: {name: SendMessage, input: {type: permission_response, request_id: "perm-doer-1", approve: false}}
+  - agent: team-lead
+    times: 0
+    reply: [{text: "ok"}]
+  - agent: doer
+    contains: "Make the marker."
+    reply:
+      - tool_use: {name: bash, input: {command: "echo x > marker"}}
+  - agent: doer
+    times: 0
+    reply: [{text: "done"}]
+`, func(c *team.Config) { c.PermissionMode = team.PermPlan })
+	f.run("Plan only.")
+	if _, err := os.Stat(filepath.Join(f.ws, "marker")); err == nil {
+		t.Error("a lead in plan mode granted a command")
+	}
+	if !f.leadSaw("you may not grant doer") {
+		t.Error("the lead's grant was not refused")
+	}
+}

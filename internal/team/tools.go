@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/hook"
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/store"
@@ -450,6 +451,13 @@ func (b *binding) sendMessage(ctx context.Context, a sendMessageArgs) (string, e
 		}
 		if want := strings.TrimSuffix(typ, "_response") + "_request"; req.Type != want {
 			return "", fmt.Errorf("request %q is a %s; answer it with a %s", a.RequestID, req.Type, strings.TrimSuffix(req.Type, "_request")+"_response")
+		}
+		if typ == store.TypePermissionResponse && *a.Approve {
+			// The lead may only grant what its own rules would let it do.
+			call := agent.Call{Name: req.ToolName, Input: req.ToolInput}
+			if ok, why := b.sess.cfg.Rules.policy().Grantable(b.sess.leadMode(), call); !ok {
+				return "", fmt.Errorf("you may not grant %s's %s call: %s; answer with approve false", req.From, req.ToolName, why)
+			}
 		}
 		a.Recipient = req.From
 	default:
