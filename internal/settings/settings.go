@@ -170,6 +170,10 @@ type Settings struct {
 	Env map[string]string `json:"env,omitempty"`
 	// EnvSources says which file set each variable of Env.
 	EnvSources map[string]Source `json:"env_sources,omitempty"`
+	// Sandbox is Claude Code's "sandbox" key: whether bash runs in the
+	// sandbox (the last file that says wins) and what it may reach (lists
+	// concatenated).
+	Sandbox Sandbox `json:"sandbox"`
 	// AdditionalDirectories are permissions.additionalDirectories: more
 	// directories the file tools may reach, absolute and cleaned ("~" is the
 	// home directory, a relative path is relative to the workspace), in
@@ -180,6 +184,20 @@ type Settings struct {
 	Files []*File `json:"files"`
 
 	opts Options // what Load read, for Snapshot and ProtectedPaths
+}
+
+// Sandbox is the bash sandbox as the settings configure it.
+type Sandbox struct {
+	Enabled bool   `json:"enabled"`
+	Source  Source `json:"source"` // the file that set Enabled
+	// AllowedDomains: a non-empty list turns the sandbox's network on
+	// (troupe does not filter by domain).
+	AllowedDomains []string `json:"allowed_domains,omitempty"`
+	// AllowWrite are more writable paths; DenyWrite paths kept read-only;
+	// DenyRead paths hidden.
+	AllowWrite []string `json:"allow_write,omitempty"`
+	DenyWrite  []string `json:"deny_write,omitempty"`
+	DenyRead   []string `json:"deny_read,omitempty"`
 }
 
 // HooksFor returns the hooks of one event, in merge order.
@@ -238,7 +256,7 @@ type File struct {
 // File.Unknown and named in a warning ("prices" is read by package usage);
 // a package that starts honouring a key of Claude Code's schema ("sandbox",
 // "mcpServers", …) adds it here.
-var UsedKeys = []string{"$schema", "env", "hooks", "model", "permissions", "team", "artifactGuard", "prices"}
+var UsedKeys = []string{"$schema", "env", "hooks", "model", "permissions", "team", "artifactGuard", "prices", "sandbox"}
 
 // rawFile is the schema on disk.
 type rawFile struct {
@@ -248,6 +266,20 @@ type rawFile struct {
 	Model         string                `json:"model"`
 	Team          *rawTeam              `json:"team"`
 	ArtifactGuard *rawGuard             `json:"artifactGuard"`
+	Sandbox       *rawSandbox           `json:"sandbox"`
+}
+
+// rawSandbox is Claude Code's "sandbox" key, as far as troupe honours it.
+type rawSandbox struct {
+	Enabled *bool `json:"enabled"`
+	Network *struct {
+		AllowedDomains []string `json:"allowedDomains"`
+	} `json:"network"`
+	Filesystem *struct {
+		AllowWrite []string `json:"allowWrite"`
+		DenyWrite  []string `json:"denyWrite"`
+		DenyRead   []string `json:"denyRead"`
+	} `json:"filesystem"`
 }
 
 type rawGroup struct {
@@ -432,6 +464,19 @@ func Merge(files ...*File) *Settings {
 			setValue(&s.DefaultPattern, t.DefaultPattern, src)
 			setValue(&s.LeadModel, t.LeadModel, src) // troupe's own key wins within a file
 			setValue(&s.TeammateModel, t.TeammateModel, src)
+		}
+		if sb := f.raw.Sandbox; sb != nil {
+			if sb.Enabled != nil {
+				s.Sandbox.Enabled, s.Sandbox.Source = *sb.Enabled, src
+			}
+			if sb.Network != nil {
+				s.Sandbox.AllowedDomains = append(s.Sandbox.AllowedDomains, sb.Network.AllowedDomains...)
+			}
+			if fs := sb.Filesystem; fs != nil {
+				s.Sandbox.AllowWrite = append(s.Sandbox.AllowWrite, fs.AllowWrite...)
+				s.Sandbox.DenyWrite = append(s.Sandbox.DenyWrite, fs.DenyWrite...)
+				s.Sandbox.DenyRead = append(s.Sandbox.DenyRead, fs.DenyRead...)
+			}
 		}
 		if len(f.raw.Env) > 0 {
 			if s.Env == nil {

@@ -160,3 +160,30 @@ func FuzzParse(f *testing.F) {
 		_ = Merge(file)
 	})
 }
+
+// TestSandboxKey: Claude Code's "sandbox" key is read and merged: the last
+// file that says enabled wins, the lists add up, and the key is not
+// reported as unknown.
+func TestSandboxKey(t *testing.T) {
+	a, err := Parse([]byte(`{"sandbox": {"enabled": true, "network": {"allowedDomains": ["example.com"]}, "filesystem": {"allowWrite": ["/tmp/out"], "denyRead": ["~/secret"]}}}`), Source{Scope: ScopeClaude, Path: "a.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Parse([]byte(`{"sandbox": {"filesystem": {"denyWrite": ["build"]}}}`), Source{Scope: ScopeProject, Path: "b.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Merge(a, b).Sandbox
+	want := Sandbox{Enabled: true, Source: Source{Scope: ScopeClaude, Path: "a.json"}, AllowedDomains: []string{"example.com"},
+		AllowWrite: []string{"/tmp/out"}, DenyWrite: []string{"build"}, DenyRead: []string{"~/secret"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sandbox (-want +got):\n%s", diff)
+	}
+	if len(a.Unknown) != 0 {
+		t.Errorf("sandbox reported as unknown: %v", a.Unknown)
+	}
+	off, _ := Parse([]byte(`{"sandbox": {"enabled": false}}`), Source{Path: "c.json"})
+	if Merge(a, off).Sandbox.Enabled {
+		t.Error("a later enabled:false did not turn the sandbox off")
+	}
+}
