@@ -38,4 +38,3 @@ func fsizeChild(dir string, limit int) int {
 	}
 	return 0
 }
-

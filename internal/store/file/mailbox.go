@@ -191,9 +191,9 @@ type reader struct {
 
 	mu      chan struct{} // a one-slot semaphore: held while reading or acking
 	loaded  bool
-	cur     cursor  // durable
-	pos     int64   // how far this process has handed out (>= cur.Offset)
-	last    cursor  // the line ending at pos
+	cur     cursor            // durable
+	pos     int64             // how far this process has handed out (>= cur.Offset)
+	last    cursor            // the line ending at pos
 	pending []ackAt           // handed out, not acked, in order
 	seen    map[string]string // id handed out -> the sum of its line
 	ring    []string
