@@ -725,12 +725,12 @@ func (s *Session) state(ctx context.Context, t store.Team) (teamState, error) {
 			return teamState{}, nil
 		}
 	}
-	tasks, err := t.Tasks().List(ctx)
+	board, err := t.Tasks().Board(ctx)
 	if err != nil {
 		return teamState{}, err
 	}
 	var open []string
-	for _, task := range tasks {
+	for _, task := range board.Tasks {
 		if task.Status == store.TaskPending || task.Status == store.TaskInProgress {
 			open = append(open, "#"+task.ID)
 			if task.Claimable() == nil {
@@ -741,6 +741,9 @@ func (s *Session) state(ctx context.Context, t store.Team) (teamState, error) {
 				}
 			}
 		}
+	}
+	if len(board.Corrupt) > 0 { // unknown work is unfinished work
+		return teamState{stuck: true, why: corruptWhy(board.Corrupt)}, nil
 	}
 	if len(open) == 0 {
 		return teamState{done: true}, nil
