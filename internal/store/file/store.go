@@ -12,9 +12,19 @@
 //	transcripts/<member>.jsonl  an agent's conversation, appended under <member>.lock
 //	events.jsonl                the team journal, appended under events.lock
 //
-// Every append is one write of one line, fsynced, under the file's lock.
-// Waiters are woken by channels in this process, by fsnotify across
-// processes, and by a poll (Options.PollInterval) when nothing else works.
+// Every append is one write of one line, fsynced, under the file's lock; a
+// write or fsync that fails (disk full) cuts the file back to where it was,
+// so files end in whole lines. Waiters are woken by channels in this
+// process, by fsnotify across processes, and by a poll
+// (Options.PollInterval) when nothing else works.
+//
+// Broken state is reported, never hidden: a task file that does not parse
+// is on Tasks.Board as corrupt, a roster that does not parse is in
+// Store.Teams as corrupt, and a line that reuses a delivered message's id
+// goes to <member>.bad. Temporary files of writers killed before their
+// rename are removed when a team is opened (see sweepTemps). Reading needs
+// no write access: when a lock file cannot be created or opened (a
+// read-only .troupe), the board and inboxes are read without the lock.
 //
 // It must never depend on agents, teams' behaviour, models or tools.
 package file
