@@ -13,15 +13,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
+	"github.com/troupe-dev/troupe/internal/llm/fakescript"
 )
 
 // fakeAPICmd is `troupe fake-api`: the scripted fake Anthropic API served
 // until the command's context ends or SIGINT/SIGTERM arrives.
 func (a *app) fakeAPICmd() *cobra.Command {
 	var (
-		script  string
-		addr    string
-		latency time.Duration
+		script   string
+		addr     string
+		latency  time.Duration
+		idPrefix string
 	)
 	cmd := &cobra.Command{
 		Use:   "fake-api --script FILE",
@@ -30,7 +32,12 @@ func (a *app) fakeAPICmd() *cobra.Command {
 
 The first line of standard output is the base URL to give a client, for
 example ANTHROPIC_BASE_URL=http://127.0.0.1:PORT. Each request is logged on
-standard error. The server runs until interrupted (SIGINT or SIGTERM).`,
+standard error. The server runs until interrupted (SIGINT or SIGTERM).
+
+Message and tool_use ids carry a prefix drawn at random at every start
+(toolu_fake_s3f9c0a1b2d4e_1_0), so that a run resumed against a restarted
+server never meets an id twice. --id-prefix fixes it for reproducible ids
+(--id-prefix '' gives the ids of docs/fakeapi.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if latency < 0 {
@@ -40,17 +47,21 @@ standard error. The server runs until interrupted (SIGINT or SIGTERM).`,
 			if err != nil {
 				return withCode(ExitError, err)
 			}
-			return a.serveFakeAPI(cmd.Context(), s, addr, latency)
+			if !cmd.Flags().Changed("id-prefix") {
+				idPrefix = fakescript.UniquePrefix()
+			}
+			return a.serveFakeAPI(cmd.Context(), s, addr, latency, idPrefix)
 		},
 	}
 	cmd.Flags().StringVar(&script, "script", "", "script file, YAML or JSON (required)")
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "address to listen on (port 0 picks a free port)")
 	cmd.Flags().DurationVar(&latency, "latency", 0, "delay before every answer, on top of each rule's own")
+	cmd.Flags().StringVar(&idPrefix, "id-prefix", "", "fixed prefix of message and tool ids (default: random at every start)")
 	_ = cmd.MarkFlagRequired("script")
 	return cmd
 }
 
-func (a *app) serveFakeAPI(ctx context.Context, s *fakeapi.Script, addr string, latency time.Duration) error {
+func (a *app) serveFakeAPI(ctx context.Context, s *fakeapi.Script, addr string, latency time.Duration, idPrefix string) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -59,7 +70,8 @@ func (a *app) serveFakeAPI(ctx context.Context, s *fakeapi.Script, addr string, 
 
 	var logMu sync.Mutex // requests are answered, and logged, concurrently
 	srv := fakeapi.New(s, fakeapi.Options{
-		Latency: latency,
+		Latency:  latency,
+		IDPrefix: idPrefix,
 		Logf: func(format string, args ...any) {
 			logMu.Lock()
 			defer logMu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +53,10 @@ func (a *app) buildProvider(pf providerFlags, maxRetries int) (llm.Provider, str
 	anthropicURL, openaiURL := os.Getenv("ANTHROPIC_BASE_URL"), os.Getenv("OPENAI_BASE_URL")
 	// A password in an endpoint is a secret wherever the URL is printed.
 	secret.RegisterURL(pf.baseURL)
+	maxReply, err := maxReplyBytes()
+	if err != nil {
+		return nil, "", withCode(ExitUsage, err)
+	}
 	switch pf.provider {
 	case "anthropic":
 		if pf.baseURL != "" {
@@ -68,7 +73,7 @@ func (a *app) buildProvider(pf providerFlags, maxRetries int) (llm.Provider, str
 		return nil, "", withCode(ExitUsage, fmt.Errorf("--provider must be anthropic or openai, not %q", pf.provider))
 	}
 	if key := os.Getenv("ANTHROPIC_API_KEY"); key != "" {
-		p, err := anthropic.New(anthropic.Config{APIKey: key, BaseURL: anthropicURL, MaxRetries: maxRetries})
+		p, err := anthropic.New(anthropic.Config{APIKey: key, BaseURL: anthropicURL, MaxRetries: maxRetries, MaxReplyBytes: maxReply})
 		if err != nil {
 			return nil, "", withCode(ExitError, err)
 		}
@@ -77,7 +82,7 @@ func (a *app) buildProvider(pf providerFlags, maxRetries int) (llm.Provider, str
 		return nil, "", withCode(ExitNoKey, errors.New("ANTHROPIC_API_KEY is not set (export it, use --provider openai for a local server, or try `troupe demo`, which needs no key)"))
 	}
 	if openaiURL != "" {
-		p, err := openai.New(openai.Config{APIKey: os.Getenv("OPENAI_API_KEY"), BaseURL: openaiURL, MaxRetries: maxRetries})
+		p, err := openai.New(openai.Config{APIKey: os.Getenv("OPENAI_API_KEY"), BaseURL: openaiURL, MaxRetries: maxRetries, MaxReplyBytes: maxReply})
 		if err != nil {
 			return nil, "", withCode(ExitError, err)
 		}
@@ -91,6 +96,20 @@ func (a *app) buildProvider(pf providerFlags, maxRetries int) (llm.Provider, str
 		endpoint = "https://api.anthropic.com"
 	}
 	return router, endpoint, nil
+}
+
+// maxReplyBytes is the cap on one model reply from TROUPE_MAX_REPLY_BYTES
+// (0 or unset: the providers' default, 32 MiB; negative: no cap).
+func maxReplyBytes() (int64, error) {
+	v := strings.TrimSpace(os.Getenv("TROUPE_MAX_REPLY_BYTES"))
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("TROUPE_MAX_REPLY_BYTES must be a number of bytes, got %q", v)
+	}
+	return n, nil
 }
 
 // agentProviderArgs are the flags and environment that give a teammate

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -106,29 +108,66 @@ func (a *app) tasksCmd() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			list, err := t.Tasks().List(cmd.Context())
+			board, err := t.Tasks().Board(cmd.Context())
 			if err != nil {
 				return withCode(ExitError, err)
 			}
+			rows := boardRows(board)
 			if asJSON {
-				if list == nil {
-					list = []store.Task{}
-				}
-				return writeJSON(a.stdout, list)
+				return writeJSON(a.stdout, rows)
 			}
-			if len(list) == 0 {
+			if len(rows) == 0 {
 				fmt.Fprintf(a.stdout, "No tasks in team %s.\n", t.Name())
 				return nil
 			}
-			var rows [][]string
-			for _, tk := range list {
-				rows = append(rows, []string{tk.ID, tk.Status, orDash(tk.Owner), cell(tk.Subject, 60), orDash(strings.Join(tk.BlockedBy, ","))})
+			var cells [][]string
+			for _, r := range rows {
+				if r.Status == taskCorrupt {
+					cells = append(cells, []string{r.ID, "CORRUPT", "-", cell(r.Error, 60), "-"})
+					continue
+				}
+				cells = append(cells, []string{r.ID, r.Status, orDash(r.Owner), cell(r.Subject, 60), orDash(strings.Join(r.BlockedBy, ","))})
 			}
-			return table(a.stdout, "ID\tSTATUS\tOWNER\tSUBJECT\tBLOCKED BY", rows)
+			if err := table(a.stdout, "ID\tSTATUS\tOWNER\tSUBJECT\tBLOCKED BY", cells); err != nil {
+				return err
+			}
+			a.warnCorrupt(board.Corrupt)
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// taskCorrupt is the status shown for a task whose file cannot be read.
+const taskCorrupt = "corrupt"
+
+// taskRow is one task of `troupe tasks --json`: a task, or a corrupt one
+// (status "corrupt", with the file and what is wrong with it).
+type taskRow struct {
+	store.Task
+	Path  string `json:"path,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// boardRows puts a board's tasks and corrupt tasks together in id order.
+func boardRows(b store.Board) []taskRow {
+	rows := make([]taskRow, 0, len(b.Tasks)+len(b.Corrupt))
+	for _, t := range b.Tasks {
+		rows = append(rows, taskRow{Task: t})
+	}
+	for _, c := range b.Corrupt {
+		rows = append(rows, taskRow{Task: store.Task{ID: c.ID, Status: taskCorrupt, BlockedBy: []string{}, Blocks: []string{}, Metadata: map[string]any{}}, Path: c.Path, Error: c.Err})
+	}
+	slices.SortStableFunc(rows, func(x, y taskRow) int { return cmp.Compare(store.TaskNum(x.ID), store.TaskNum(y.ID)) })
+	return rows
+}
+
+// warnCorrupt tells the person on stderr which task files need fixing.
+func (a *app) warnCorrupt(bad []store.Corrupt) {
+	for _, c := range bad {
+		fmt.Fprintf(a.stderr, "troupe: warning: task %s is corrupt: %s (fix or remove %s)\n", c.ID, c.Err, c.Path)
+	}
 }
 
 func (a *app) inboxCmd() *cobra.Command {
@@ -206,7 +245,8 @@ func (a *app) sendCmd() *cobra.Command {
 	return cmd
 }
 
-// teamSummary is one row of `troupe team list --json`.
+// teamSummary is one row of `troupe team list --json`. A team whose
+// roster cannot be read has only its name and Corrupt, the reason.
 type teamSummary struct {
 	Name        string    `json:"name"`
 	Description string    `json:"description"`
@@ -214,6 +254,8 @@ type teamSummary struct {
 	Lead        string    `json:"lead"`
 	Members     int       `json:"members"`
 	CreatedAt   time.Time `json:"created_at"`
+	Corrupt     string    `json:"corrupt,omitempty"`
+	Path        string    `json:"path,omitempty"` // of the corrupt roster
 }
 
 func (a *app) teamListCmd() *cobra.Command {
@@ -227,18 +269,23 @@ func (a *app) teamListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var rosters []store.Roster
+			var teams store.TeamList
 			if s != nil {
 				defer s.Close()
-				if rosters, err = s.ListTeams(cmd.Context()); err != nil {
+				if teams, err = s.Teams(cmd.Context()); err != nil {
 					return withCode(ExitError, err)
 				}
 			}
 			out := []teamSummary{}
-			for _, r := range rosters {
+			for _, r := range teams.Rosters {
 				out = append(out, teamSummary{Name: r.Name, Description: r.Description, Pattern: r.Pattern,
 					Lead: r.Lead, Members: len(r.Members), CreatedAt: r.CreatedAt})
 			}
+			for _, c := range teams.Corrupt {
+				out = append(out, teamSummary{Name: c.ID, Corrupt: c.Err, Path: c.Path})
+				fmt.Fprintf(a.stderr, "troupe: warning: team %s is corrupt: %s (fix or remove %s)\n", c.ID, c.Err, c.Path)
+			}
+			slices.SortFunc(out, func(x, y teamSummary) int { return cmp.Compare(x.Name, y.Name) })
 			if asJSON {
 				return writeJSON(a.stdout, out)
 			}
@@ -248,6 +295,10 @@ func (a *app) teamListCmd() *cobra.Command {
 			}
 			var rows [][]string
 			for _, t := range out {
+				if t.Corrupt != "" {
+					rows = append(rows, []string{t.Name, "-", "-", "-", "CORRUPT: " + cell(t.Corrupt, 80)})
+					continue
+				}
 				rows = append(rows, []string{t.Name, fmt.Sprint(t.Members), orDash(t.Pattern), t.CreatedAt.Local().Format(time.DateTime), cell(t.Description, 60)})
 			}
 			return table(a.stdout, "NAME\tMEMBERS\tPATTERN\tCREATED\tDESCRIPTION", rows)
@@ -263,6 +314,9 @@ type teamStatus struct {
 	Tasks  map[string]int    `json:"tasks"`  // count by status
 	Inbox  map[string]int    `json:"inbox"`  // unread messages by member
 	Health map[string]string `json:"health"` // member -> status, or "dead" if its heartbeat is stale
+	// Corrupt lists the tasks whose files cannot be read (also counted in
+	// Tasks as "corrupt").
+	Corrupt []store.Corrupt `json:"corrupt,omitempty"`
 }
 
 // staleHeartbeat is how old a working or idle member's heartbeat may be
@@ -286,13 +340,16 @@ func (a *app) teamStatusCmd() *cobra.Command {
 			if err != nil {
 				return withCode(ExitError, err)
 			}
-			list, err := t.Tasks().List(ctx)
+			board, err := t.Tasks().Board(ctx)
 			if err != nil {
 				return withCode(ExitError, err)
 			}
-			st := teamStatus{Roster: r, Tasks: map[string]int{}, Inbox: map[string]int{}, Health: map[string]string{}}
-			for _, tk := range list {
+			st := teamStatus{Roster: r, Tasks: map[string]int{}, Inbox: map[string]int{}, Health: map[string]string{}, Corrupt: board.Corrupt}
+			for _, tk := range board.Tasks {
 				st.Tasks[tk.Status]++
+			}
+			if len(board.Corrupt) > 0 {
+				st.Tasks[taskCorrupt] = len(board.Corrupt)
 			}
 			for _, name := range r.Names() {
 				msgs, err := t.Mailbox().Peek(ctx, name)
@@ -317,8 +374,16 @@ func (a *app) teamStatusCmd() *cobra.Command {
 				fmt.Fprintf(a.stdout, ": %s", cell(r.Description, 80))
 			}
 			fmt.Fprintf(a.stdout, "\nPattern %s, created %s\n", orDash(r.Pattern), r.CreatedAt.Local().Format(time.DateTime))
-			fmt.Fprintf(a.stdout, "Tasks: %d pending, %d in progress, %d completed\n\n",
+			fmt.Fprintf(a.stdout, "Tasks: %d pending, %d in progress, %d completed",
 				st.Tasks[store.TaskPending], st.Tasks[store.TaskInProgress], st.Tasks[store.TaskCompleted])
+			if n := len(board.Corrupt); n > 0 {
+				fmt.Fprintf(a.stdout, ", %d CORRUPT", n)
+			}
+			fmt.Fprintln(a.stdout)
+			for _, c := range board.Corrupt {
+				fmt.Fprintf(a.stdout, "  task %s is corrupt: %s (%s)\n", c.ID, c.Err, c.Path)
+			}
+			fmt.Fprintln(a.stdout)
 			rows := [][]string{{store.LeadName, "lead", "-", "-", fmt.Sprint(st.Inbox[store.LeadName])}}
 			for _, m := range r.Members {
 				if m.Name == store.LeadName {

@@ -17,4 +17,7 @@ var (
 	ErrUnavailable = errors.New("model endpoint unavailable")
 	// ErrMissingKey means no API key was configured.
 	ErrMissingKey = errors.New("no API key")
+	// ErrReplyTooLarge means a reply passed the cap on one reply's size;
+	// the call was ended, and retrying it would only repeat that.
+	ErrReplyTooLarge = errors.New("reply too large")
 )

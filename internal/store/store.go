@@ -21,8 +21,13 @@ type Store interface {
 	CreateTeam(ctx context.Context, r Roster) (Team, error)
 	// Team opens an existing team (ErrTeamNotFound otherwise).
 	Team(ctx context.Context, name string) (Team, error)
-	// ListTeams returns the rosters of every team, sorted by name.
+	// ListTeams returns the rosters of every team, sorted by name. A team
+	// whose roster cannot be read makes it fail; Teams reports it instead.
 	ListTeams(ctx context.Context) ([]Roster, error)
+	// Teams returns every team: the rosters that read, sorted by name, and
+	// the teams whose roster cannot be read, so that one broken team does
+	// not hide the others.
+	Teams(ctx context.Context) (TeamList, error)
 	// DeleteTeam removes a team and all its state.
 	DeleteTeam(ctx context.Context, name string) error
 	// Close releases watchers and files; blocked calls return ErrClosed.
@@ -51,7 +56,12 @@ type Tasks interface {
 	// Get returns one task (ErrTaskNotFound if absent or deleted).
 	Get(ctx context.Context, id string) (Task, error)
 	// List returns every task that is not deleted, in numeric id order.
+	// Tasks that cannot be read are left out (and logged); Board reports
+	// them.
 	List(ctx context.Context) ([]Task, error)
+	// Board returns the whole board as one snapshot: the tasks List returns
+	// and the tasks that exist but cannot be read, as Corrupt entries.
+	Board(ctx context.Context) (Board, error)
 	// Update applies fn to the task as one atomic read-modify-write. Changes
 	// to BlockedBy or Blocks are mirrored on the other tasks; a cycle is
 	// refused (ErrCycle); status completed removes the task from every

@@ -147,13 +147,15 @@ func (s *Session) assess(ctx context.Context, t store.Team) (assessment, error) 
 			return busy(name + " has mail to read")
 		}
 	}
-	tasks, err := t.Tasks().List(ctx)
+	board, err := t.Tasks().Board(ctx)
 	if err != nil {
 		return assessment{}, err
 	}
-	byID := map[string]store.Task{}
-	for _, task := range tasks {
-		byID[task.ID] = task
+	tasks := board.Tasks
+	if len(board.Corrupt) > 0 {
+		// Unknown work is unfinished work: a team with a task that cannot
+		// be read is never done.
+		a.problems = append(a.problems, corruptWhy(board.Corrupt))
 	}
 	open := 0
 	for _, task := range tasks {

@@ -739,16 +739,13 @@ func (t taskListTool) Run(ctx context.Context, env *tool.Env, input json.RawMess
 	if err != nil {
 		return tool.Errorf("TaskList: %v", err)
 	}
-	tasks, err := team.Tasks().List(ctx)
+	board, err := team.Tasks().Board(ctx)
 	if err != nil {
 		return tool.Errorf("TaskList: %v", err)
 	}
-	if len(tasks) == 0 {
+	lines := boardLines(board)
+	if len(lines) == 0 {
 		return tool.OK("The board is empty.")
-	}
-	lines := make([]string, len(tasks))
-	for i, task := range tasks {
-		lines[i] = taskLine(task)
 	}
 	return tool.OK(strings.Join(lines, "\n"))
 }

@@ -50,6 +50,10 @@ type Config struct {
 	// (default: a timer that honours ctx). Seams for tests.
 	Jitter func() float64
 	Sleep  func(ctx context.Context, d time.Duration) error
+	// MaxReplyBytes caps one reply's content (text, thinking and tool
+	// input); a reply past it ends the call with llm.ErrReplyTooLarge.
+	// Default llm.DefaultMaxReplyBytes; negative means no cap.
+	MaxReplyBytes int64
 }
 
 // Provider calls the Anthropic Messages API.
@@ -131,25 +135,41 @@ func (p *Provider) attempt(ctx context.Context, params sdk.MessageNewParams, yie
 	defer cancel()
 	stream := p.client.Messages.NewStreaming(actx, params)
 	defer stream.Close()
+	// The SDK's Message.Accumulate appends each delta to a string, which
+	// copies the whole reply at every delta: quadratic in its length. The
+	// content is gathered here in builders instead, and only the envelope
+	// (id, model, stop reason, usage) goes through Accumulate.
 	var msg sdk.Message
+	acc := reply{limit: llm.ReplyCap{Max: llm.ReplyCapOf(p.cfg.MaxReplyBytes)}}
 	sawStop := false
 	for stream.Next() {
 		ev := stream.Current()
-		if err := msg.Accumulate(ev); err != nil {
-			return nil, false, &streamError{fmt.Errorf("malformed stream: %w", err)}
-		}
 		var out llm.Event
 		switch v := ev.AsAny().(type) {
+		case sdk.MessageStartEvent, sdk.MessageDeltaEvent:
+			if err := msg.Accumulate(ev); err != nil {
+				return nil, false, &streamError{fmt.Errorf("malformed stream: %w", err)}
+			}
 		case sdk.ContentBlockStartEvent:
+			if err := acc.start(v); err != nil {
+				return nil, false, &streamError{fmt.Errorf("malformed stream: %w", err)}
+			}
 			if v.ContentBlock.Type == "tool_use" {
 				out = llm.Event{Type: llm.EventToolStart, Name: v.ContentBlock.Name, ID: v.ContentBlock.ID}
 			}
 		case sdk.ContentBlockDeltaEvent:
-			switch d := v.Delta.AsAny().(type) {
-			case sdk.TextDelta:
-				out = llm.Event{Type: llm.EventText, Text: d.Text}
-			case sdk.ThinkingDelta:
-				out = llm.Event{Type: llm.EventThinking, Text: d.Thinking}
+			piece, err := acc.delta(v)
+			if err != nil {
+				if errors.Is(err, llm.ErrReplyTooLarge) {
+					return nil, false, err
+				}
+				return nil, false, &streamError{fmt.Errorf("malformed stream: %w", err)}
+			}
+			switch v.Delta.Type {
+			case "text_delta":
+				out = llm.Event{Type: llm.EventText, Text: piece}
+			case "thinking_delta":
+				out = llm.Event{Type: llm.EventThinking, Text: piece}
 			}
 		case sdk.MessageStopEvent:
 			sawStop = true
@@ -167,7 +187,102 @@ func (p *Provider) attempt(ctx context.Context, params sdk.MessageNewParams, yie
 	if !sawStop {
 		return nil, false, &streamError{errors.New("stream ended before message_stop")}
 	}
-	return fromSDK(&msg), false, nil
+	return acc.response(&msg), false, nil
+}
+
+// reply gathers the content blocks of one streamed message in linear time.
+type reply struct {
+	blocks []*block
+	limit  llm.ReplyCap
+}
+
+// block is one content block being streamed.
+type block struct {
+	typ, id, name string
+	startInput    json.RawMessage // the input content_block_start carried
+	text          strings.Builder // text, or thinking
+	input         strings.Builder // tool input JSON
+	signature     strings.Builder
+}
+
+func (r *reply) start(ev sdk.ContentBlockStartEvent) error {
+	if ev.Index != int64(len(r.blocks)) {
+		return fmt.Errorf("content block %d started after %d blocks", ev.Index, len(r.blocks))
+	}
+	cb := ev.ContentBlock
+	b := &block{typ: cb.Type, id: cb.ID, name: cb.Name}
+	if cb.Input != nil {
+		b.startInput, _ = json.Marshal(cb.Input) // decoded from JSON: marshals back
+	}
+	b.text.WriteString(cb.Text)
+	b.text.WriteString(cb.Thinking)
+	b.signature.WriteString(cb.Signature)
+	r.blocks = append(r.blocks, b)
+	return r.limit.Add(len(cb.Text) + len(cb.Thinking))
+}
+
+// delta adds a delta to its block and returns the text it carries.
+func (r *reply) delta(ev sdk.ContentBlockDeltaEvent) (string, error) {
+	if ev.Index < 0 || ev.Index >= int64(len(r.blocks)) {
+		return "", fmt.Errorf("delta for content block %d of %d", ev.Index, len(r.blocks))
+	}
+	b := r.blocks[ev.Index]
+	d := ev.Delta
+	var piece string
+	switch d.Type {
+	case "text_delta":
+		piece = d.Text
+		b.text.WriteString(piece)
+	case "thinking_delta":
+		piece = d.Thinking
+		b.text.WriteString(piece)
+	case "input_json_delta":
+		b.input.WriteString(d.PartialJSON)
+		return "", r.limit.Add(len(d.PartialJSON))
+	case "signature_delta":
+		b.signature.WriteString(d.Signature)
+		return "", nil
+	}
+	return piece, r.limit.Add(len(piece))
+}
+
+// response is the finished message: the envelope from msg, the content
+// from the blocks.
+func (r *reply) response(msg *sdk.Message) *llm.Response {
+	resp := &llm.Response{
+		ID:         msg.ID,
+		Model:      string(msg.Model),
+		StopReason: llm.StopReason(msg.StopReason),
+		Usage: llm.Usage{
+			InputTokens:      msg.Usage.InputTokens,
+			OutputTokens:     msg.Usage.OutputTokens,
+			CacheReadTokens:  msg.Usage.CacheReadInputTokens,
+			CacheWriteTokens: msg.Usage.CacheCreationInputTokens,
+		},
+		Message: llm.Message{Role: llm.RoleAssistant},
+	}
+	for _, b := range r.blocks {
+		switch b.typ {
+		case "text":
+			if b.text.Len() > 0 {
+				resp.Message.Content = append(resp.Message.Content, llm.TextBlock(b.text.String()))
+			}
+		case "tool_use":
+			input := json.RawMessage(b.input.String())
+			if b.input.Len() == 0 {
+				input = b.startInput // no deltas: the start held it all
+			}
+			if len(input) == 0 || !json.Valid(input) {
+				// None, or cut off (max_tokens): an empty input the tool
+				// can refuse, rather than JSON the transcript cannot hold.
+				input = json.RawMessage(`{}`)
+			}
+			resp.Message.Content = append(resp.Message.Content, llm.Block{Type: llm.BlockToolUse, ID: b.id, Name: b.name, Input: input})
+		case "thinking":
+			resp.Message.Content = append(resp.Message.Content, llm.Block{Type: llm.BlockThinking, Thinking: b.text.String(), Signature: b.signature.String()})
+		}
+	}
+	return resp
 }
 
 // streamError is a failure after the response started: always retryable.
@@ -202,6 +317,9 @@ func judge(err error) *APIError {
 		}
 		ae.JudgeStatus(status)
 		return ae
+	}
+	if errors.Is(err, llm.ErrReplyTooLarge) {
+		return &APIError{Message: err.Error(), Kind: llm.ErrReplyTooLarge}
 	}
 	var st *streamError
 	if errors.As(err, &st) {
@@ -379,36 +497,4 @@ func setCache(cb *sdk.ContentBlockParamUnion, cc sdk.CacheControlEphemeralParam)
 	case cb.OfToolUse != nil:
 		cb.OfToolUse.CacheControl = cc
 	}
-}
-
-func fromSDK(m *sdk.Message) *llm.Response {
-	resp := &llm.Response{
-		ID:         m.ID,
-		Model:      string(m.Model),
-		StopReason: llm.StopReason(m.StopReason),
-		Usage: llm.Usage{
-			InputTokens:      m.Usage.InputTokens,
-			OutputTokens:     m.Usage.OutputTokens,
-			CacheReadTokens:  m.Usage.CacheReadInputTokens,
-			CacheWriteTokens: m.Usage.CacheCreationInputTokens,
-		},
-		Message: llm.Message{Role: llm.RoleAssistant},
-	}
-	for _, c := range m.Content {
-		switch c.Type {
-		case "text":
-			if c.Text != "" {
-				resp.Message.Content = append(resp.Message.Content, llm.TextBlock(c.Text))
-			}
-		case "tool_use":
-			input := json.RawMessage(c.Input)
-			if len(input) == 0 {
-				input = json.RawMessage(`{}`)
-			}
-			resp.Message.Content = append(resp.Message.Content, llm.Block{Type: llm.BlockToolUse, ID: c.ID, Name: c.Name, Input: input})
-		case "thinking":
-			resp.Message.Content = append(resp.Message.Content, llm.Block{Type: llm.BlockThinking, Thinking: c.Thinking, Signature: c.Signature})
-		}
-	}
-	return resp
 }

@@ -140,9 +140,10 @@ func signature(call, index int) string {
 
 // sse writes server-sent events, flushing each.
 type sse struct {
-	w     io.Writer
-	flush func()
-	err   error
+	w          io.Writer
+	flush      func()
+	err        error
+	deltaBytes int // Options.DeltaBytes
 }
 
 func (s *sse) event(typ string, data any) {
@@ -228,11 +229,11 @@ func (s *sse) stream(msg wireMessage, cut bool) (complete bool) {
 		var deltas []any
 		switch b.Type {
 		case "text":
-			for _, c := range splitWords(b.Text) {
+			for _, c := range s.split(b.Text) {
 				deltas = append(deltas, textDelta{Type: "text_delta", Text: c})
 			}
 		case "thinking":
-			for _, c := range splitWords(b.Thinking) {
+			for _, c := range s.split(b.Thinking) {
 				deltas = append(deltas, thinkingDelta{Type: "thinking_delta", Thinking: c})
 			}
 			deltas = append(deltas, signatureDelta{Type: "signature_delta", Signature: b.Signature})
@@ -259,6 +260,30 @@ func (s *sse) stream(msg wireMessage, cut bool) (complete bool) {
 	s.event("message_delta", md)
 	s.event("message_stop", eventType{Type: "message_stop"})
 	return true
+}
+
+// split cuts text into the pieces of its deltas.
+func (s *sse) split(text string) []string {
+	if s.deltaBytes <= 0 || text == "" {
+		return splitWords(text)
+	}
+	var chunks []string
+	for len(text) > s.deltaBytes {
+		cut := s.deltaBytes
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		if cut == 0 { // a rune longer than a delta: keep it whole
+			for cut = s.deltaBytes; cut < len(text) && !utf8.RuneStart(text[cut]); cut++ {
+			}
+		}
+		chunks = append(chunks, text[:cut])
+		text = text[cut:]
+	}
+	if text == "" {
+		return chunks
+	}
+	return append(chunks, text)
 }
 
 // splitWords cuts text into chunks of a few words, each keeping the

@@ -27,6 +27,11 @@ type Options struct {
 	// (msg_fake_<prefix><call>), so that a second server answering the same
 	// conversation (a resumed run) never repeats an id of the first.
 	IDPrefix string
+	// DeltaBytes, if set, cuts streamed text and thinking into deltas of at
+	// most this many bytes, as a real stream of a long reply comes (tests
+	// and benchmarks of long replies); by default a block streams in about
+	// fifty deltas.
+	DeltaBytes int
 }
 
 // Recorded is one POST /v1/messages as the server saw it.
@@ -370,7 +375,7 @@ func (s *Server) stream(w http.ResponseWriter, c *call, msg wireMessage, cut boo
 	s.store(c)
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	out := &sse{w: w, flush: func() { _ = rc.Flush() }}
+	out := &sse{w: w, flush: func() { _ = rc.Flush() }, deltaBytes: s.opt.DeltaBytes}
 	if !out.stream(msg, cut) {
 		s.hangUp(w)
 	}

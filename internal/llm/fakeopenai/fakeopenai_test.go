@@ -14,6 +14,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/llm/fakeopenai"
 	"github.com/troupe-dev/troupe/internal/llm/fakeopenai/fakeopenaitest"
+	"github.com/troupe-dev/troupe/internal/llm/fakescript"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -455,5 +456,44 @@ func TestParseScriptErrors(t *testing.T) {
 	}
 	if _, err := fakeopenai.ParseScript([]byte("{\n\t\"rules\": [{\"reply\": [{\"text\": \"json works\"}]}]\n}")); err != nil {
 		t.Errorf("JSON script: %v", err)
+	}
+}
+
+// With an IDPrefix, completion and tool call ids carry it, so that two
+// servers answering one conversation never repeat an id.
+func TestIDPrefix(t *testing.T) {
+	ids := func(prefix string) []string {
+		srv := fakeopenaitest.StartTestWith(t, toolScript, fakeopenai.Options{IDPrefix: prefix})
+		_, data, err := post(t, srv, chatBody(false, user), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			ID      string
+			Choices []struct {
+				Message struct {
+					ToolCalls []struct{ ID string } `json:"tool_calls"`
+				}
+			}
+		}
+		if err := json.Unmarshal(data, &got); err != nil || len(got.Choices) != 1 {
+			t.Fatalf("completion %s: %v", data, err)
+		}
+		out := []string{got.ID}
+		for _, c := range got.Choices[0].Message.ToolCalls {
+			out = append(out, c.ID)
+		}
+		return out
+	}
+	a, b := fakescript.UniquePrefix(), fakescript.UniquePrefix()
+	if a == b {
+		t.Fatalf("UniquePrefix gave %s twice", a)
+	}
+	want := []string{"chatcmpl-fake-" + a + "1", "call_fake_" + a + "1_1", "call_fake_" + a + "1_2"}
+	if diff := cmp.Diff(want, ids(a)); diff != "" {
+		t.Errorf("ids (-want +got):\n%s", diff)
+	}
+	if first, second := ids(a), ids(b); cmp.Equal(first, second) {
+		t.Errorf("two prefixes gave the same ids %v", first)
 	}
 }

@@ -27,6 +27,12 @@ type Options struct {
 	Latency time.Duration
 	// Logf, if set, receives one line per chat completion.
 	Logf func(format string, args ...any)
+	// IDPrefix goes before the call number in completion and tool call
+	// ids (call_fake_<prefix><call>_<part>), so that a second server
+	// answering the same conversation (a resumed run) never repeats an id
+	// of the first; fakescript.UniquePrefix makes one. Empty keeps the ids
+	// of the docs, for tests that compare them.
+	IDPrefix string
 }
 
 // Recorded is one POST /v1/chat/completions as the server saw it.
@@ -173,7 +179,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	if model == "" {
 		model = req.model
 	}
-	rep, err := buildReply(rl, vs, model, c.rec.N, len(body))
+	rep, err := buildReply(rl, vs, model, s.opt.IDPrefix, c.rec.N, len(body))
 	if err != nil {
 		s.fail(w, c, http.StatusInternalServerError, "server_error", nil, "fakeopenai: "+err.Error(), nil)
 		return
@@ -400,8 +406,8 @@ type (
 )
 
 // buildReply makes the reply of rule r to call n.
-func buildReply(r *rule, vs vars, model string, n, requestBytes int) (*reply, error) {
-	rep := &reply{id: fmt.Sprintf("chatcmpl-fake-%d", n), model: model, created: 1700000000 + int64(n), finish: r.finish}
+func buildReply(r *rule, vs vars, model, idPrefix string, n, requestBytes int) (*reply, error) {
+	rep := &reply{id: fmt.Sprintf("chatcmpl-fake-%s%d", idPrefix, n), model: model, created: 1700000000 + int64(n), finish: r.finish}
 	outBytes := 0
 	var text strings.Builder
 	for i, p := range r.reply {
@@ -416,7 +422,7 @@ func buildReply(r *rule, vs vars, model string, n, requestBytes int) (*reply, er
 			return nil, fmt.Errorf("tool_call arguments: %w", err)
 		}
 		var wc wireCall
-		wc.ID, wc.Type = fmt.Sprintf("call_fake_%d_%d", n, i), "function"
+		wc.ID, wc.Type = fmt.Sprintf("call_fake_%s%d_%d", idPrefix, n, i), "function"
 		wc.Function.Name, wc.Function.Arguments = p.call.Name, string(args)
 		rep.calls = append(rep.calls, wc)
 		outBytes += len(args) + len(p.call.Name)

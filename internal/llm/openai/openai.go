@@ -67,6 +67,10 @@ type Config struct {
 	// (default: a timer that honours ctx). Seams for tests.
 	Jitter func() float64
 	Sleep  func(ctx context.Context, d time.Duration) error
+	// MaxReplyBytes caps one reply's content (text and tool arguments); a
+	// reply past it ends the call with llm.ErrReplyTooLarge. Default
+	// llm.DefaultMaxReplyBytes; negative means no cap.
+	MaxReplyBytes int64
 }
 
 // Provider calls a chat-completions endpoint.
@@ -155,6 +159,7 @@ func (p *Provider) attempt(ctx context.Context, params sdk.ChatCompletionNewPara
 		text              strings.Builder
 		calls             = map[int64]*toolCall{}
 		usage             sdk.CompletionUsage
+		limit             = llm.ReplyCap{Max: llm.ReplyCapOf(p.cfg.MaxReplyBytes)}
 	)
 	for stream.Next() {
 		chunk := stream.Current()
@@ -176,6 +181,9 @@ func (p *Provider) attempt(ctx context.Context, params sdk.ChatCompletionNewPara
 					continue
 				}
 				text.WriteString(piece)
+				if err := limit.Add(len(piece)); err != nil {
+					return nil, false, err
+				}
 				if !yield(llm.Event{Type: llm.EventText, Text: piece}, nil) {
 					return nil, true, nil
 				}
@@ -190,6 +198,9 @@ func (p *Provider) attempt(ctx context.Context, params sdk.ChatCompletionNewPara
 					tc.id = d.ID
 				}
 				tc.args.WriteString(d.Function.Arguments)
+				if err := limit.Add(len(d.Function.Arguments)); err != nil {
+					return nil, false, err
+				}
 				if d.Function.Name != "" && tc.name == "" {
 					tc.name = d.Function.Name
 					if tc.id == "" {
@@ -337,6 +348,9 @@ func classify(err error) *APIError {
 }
 
 func judge(err error) *APIError {
+	if errors.Is(err, llm.ErrReplyTooLarge) {
+		return &APIError{Message: err.Error(), Kind: llm.ErrReplyTooLarge}
+	}
 	var se *sdk.Error
 	if errors.As(err, &se) {
 		ae := &APIError{Status: se.StatusCode, Type: se.Type, Code: se.Code, Message: bounded(se.Message)}

@@ -438,3 +438,30 @@ func TestConsumerStops(t *testing.T) {
 		t.Fatal("no event")
 	}
 }
+
+// A reply past the cap (text and tool arguments counted together) ends the
+// call with ErrReplyTooLarge and is not retried.
+func TestReplyCap(t *testing.T) {
+	long := strings.Repeat("word ", 2000)
+	srv := fakeopenaitest.StartTest(t, "rules:\n  - times: 0\n    reply:\n      - text: \""+long+"\"\n      - tool_call: {name: bash, arguments: {command: \""+long+"\"}}\n")
+	for _, tc := range []struct {
+		max     int64
+		wantErr bool
+	}{{4096, true}, {15_000, true}, {1 << 20, false}, {0, false}} {
+		p, sl := newProvider(t, srv.URL(), func(c *openai.Config) { c.MaxReplyBytes = tc.max })
+		before := len(srv.Requests())
+		resp, _, err := call(t, p, userReq("hi"))
+		if !tc.wantErr {
+			if err != nil || resp.Message.Text() != long || len(resp.Message.ToolUses()) != 1 {
+				t.Errorf("cap %d: err %v, resp %+v", tc.max, err, resp)
+			}
+			continue
+		}
+		if !errors.Is(err, llm.ErrReplyTooLarge) {
+			t.Errorf("cap %d: err = %v, want ErrReplyTooLarge", tc.max, err)
+		}
+		if len(sl.d) != 0 || len(srv.Requests())-before != 1 {
+			t.Errorf("cap %d: retried: waits %v, requests %d", tc.max, sl.d, len(srv.Requests())-before)
+		}
+	}
+}

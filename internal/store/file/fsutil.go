@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/gofrs/flock"
 )
@@ -73,6 +74,29 @@ func (l *fileLock) lock(ctx context.Context) error {
 		return fmt.Errorf("lock %s: %w", l.fl.Path(), err)
 	}
 	return nil
+}
+
+// tryLock takes the lock only if nobody, in this process or another, holds
+// it now.
+func (l *fileLock) tryLock() (bool, error) {
+	if !l.mu.TryLock() {
+		return false, nil
+	}
+	ok, err := l.fl.TryLock()
+	if err != nil || !ok {
+		l.mu.Unlock()
+		if err != nil {
+			return false, fmt.Errorf("lock %s: %w", l.fl.Path(), err)
+		}
+	}
+	return ok, nil
+}
+
+// lockUnavailable reports whether err says a lock file cannot be created or
+// opened for writing: a read-only .troupe (a read-only mount, or files of
+// another user). Readers then read without the lock; writers fail.
+func lockUnavailable(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)
 }
 
 func (l *fileLock) unlock() {
@@ -150,8 +174,27 @@ func appendLine(path string, line []byte, check func(size int64) error) (err err
 			line = append([]byte{'\n'}, line...)
 		}
 	}
-	if _, err := f.Write(line); err != nil {
-		return err
+	// A write or fsync that fails (disk full, file size limit, I/O error)
+	// may have left part of the line, or all of it, unsynced: cut the file
+	// back to where it was, so that it ends in a whole line and a send that
+	// reported failure is not delivered later.
+	if _, err := appendWrite(f, line); err != nil {
+		return errors.Join(err, truncateBack(f, size))
+	}
+	if err := f.Sync(); err != nil {
+		return errors.Join(err, truncateBack(f, size))
+	}
+	return nil
+}
+
+// appendWrite writes an appended line; a seam for tests that inject a
+// failed or short write.
+var appendWrite = func(f *os.File, b []byte) (int, error) { return f.Write(b) }
+
+// truncateBack cuts f back to size after a failed append.
+func truncateBack(f *os.File, size int64) error {
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("cut %s back to its last whole line after a failed write: %w", f.Name(), err)
 	}
 	return f.Sync()
 }

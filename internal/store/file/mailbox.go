@@ -29,12 +29,19 @@ import (
 //     again.
 //   - Messages handed out but not acked before a crash are handed out again.
 //     Within one process, ids already handed out (the last 4096) are not
-//     handed out twice even if their line appears twice.
+//     handed out twice: a line that repeats one byte for byte (a sender
+//     that retried an append) is skipped, and a different line that reuses
+//     the id is set aside in <member>.bad with a warning, never dropped
+//     silently. After a restart the remembered ids are gone, so a line
+//     handed out again then is a redelivery, not a duplicate.
 //   - One reader per inbox: concurrent readers of the same inbox in
 //     different processes are not supported.
 type mailbox struct{ t *Team }
 
 var _ store.Mailbox = (*mailbox)(nil)
+
+// errDuplicateID marks a line set aside because another message had its id.
+var errDuplicateID = fmt.Errorf("%w: duplicate id", store.ErrInvalidMessage)
 
 const (
 	seenIDs      = 4096
@@ -184,11 +191,11 @@ type reader struct {
 
 	mu      chan struct{} // a one-slot semaphore: held while reading or acking
 	loaded  bool
-	cur     cursor  // durable
-	pos     int64   // how far this process has handed out (>= cur.Offset)
-	last    cursor  // the line ending at pos
-	pending []ackAt // handed out, not acked, in order
-	seen    map[string]bool
+	cur     cursor            // durable
+	pos     int64             // how far this process has handed out (>= cur.Offset)
+	last    cursor            // the line ending at pos
+	pending []ackAt           // handed out, not acked, in order
+	seen    map[string]string // id handed out -> the sum of its line
 	ring    []string
 }
 
@@ -204,7 +211,7 @@ func (mb *mailbox) reader(member string) *reader {
 	defer s.mu.Unlock()
 	r := s.readers[key]
 	if r == nil {
-		r = &reader{mb: mb, member: member, mu: make(chan struct{}, 1), seen: make(map[string]bool)}
+		r = &reader{mb: mb, member: member, mu: make(chan struct{}, 1), seen: make(map[string]string)}
 		s.readers[key] = r
 	}
 	return r
@@ -338,10 +345,13 @@ func (r *reader) receive() ([]store.Message, error) {
 			r.setAside(line, err)
 			return
 		}
-		if r.seen[m.ID] {
+		if sum, ok := r.seen[m.ID]; ok {
+			if sum != at.Sum {
+				r.setAside(line, fmt.Errorf("%w %s: a different message was already delivered with it", errDuplicateID, m.ID))
+			}
 			return
 		}
-		r.remember(m.ID)
+		r.remember(m.ID, at.Sum)
 		out = append(out, m)
 		r.pending = append(r.pending, ackAt{id: m.ID, at: at})
 	})
@@ -355,18 +365,22 @@ func (r *reader) receive() ([]store.Message, error) {
 	return out, nil
 }
 
-func (r *reader) remember(id string) {
+func (r *reader) remember(id, sum string) {
 	if len(r.ring) >= seenIDs {
 		delete(r.seen, r.ring[0])
 		r.ring = r.ring[1:]
 	}
 	r.ring = append(r.ring, id)
-	r.seen[id] = true
+	r.seen[id] = sum
 }
 
 func (r *reader) setAside(line []byte, why error) {
 	path := r.mb.badOf(r.member)
-	r.mb.t.s.opts.Logger.Warn("malformed inbox line set aside",
+	what := "malformed inbox line set aside"
+	if errors.Is(why, errDuplicateID) {
+		what = "inbox line with a duplicate id set aside"
+	}
+	r.mb.t.s.opts.Logger.Warn(what,
 		"team", r.mb.t.name, "member", r.member, "file", path, "err", why)
 	if err := appendLine(path, line, nil); err != nil {
 		r.mb.t.s.opts.Logger.Warn("could not set malformed line aside", "file", path, "err", err)
@@ -530,14 +544,21 @@ func (mb *mailbox) Peek(ctx context.Context, member string) ([]store.Message, er
 	var data []byte
 	// Under the lock, so that a clearing of the file cannot fall between
 	// reading the cursor and reading the lines.
-	err = mb.t.s.locks.withLock(ctx, mb.lockOf(name), func() error {
+	read := func() error {
 		var err error
 		if c, err = loadCursor(mb.cursorOf(name), mb.inbox(name)); err != nil {
 			return err
 		}
 		data, err = readFrom(mb.inbox(name), c.Offset)
 		return err
-	})
+	}
+	err = mb.t.s.locks.withLock(ctx, mb.lockOf(name), read)
+	if err != nil && lockUnavailable(err) {
+		// A read-only .troupe: read without the lock, and believe what was
+		// read only if the cursor did not move meanwhile.
+		mb.t.s.opts.Logger.Debug("reading an inbox without its lock", "team", mb.t.name, "member", name, "err", err)
+		err = mb.peekUnlocked(name, read, &c)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("peek %s in team %s: %w", name, mb.t.name, err)
 	}
@@ -550,6 +571,24 @@ func (mb *mailbox) Peek(ctx context.Context, member string) ([]store.Message, er
 		}
 	})
 	return out, nil
+}
+
+// peekUnlocked runs read until the cursor it read is still the cursor
+// after it (a reader that cleared the inbox in between moved it).
+func (mb *mailbox) peekUnlocked(name string, read func() error, c *cursor) error {
+	for range 10 {
+		if err := read(); err != nil {
+			return err
+		}
+		again, err := loadCursor(mb.cursorOf(name), mb.inbox(name))
+		if err != nil {
+			return err
+		}
+		if again == *c {
+			return nil
+		}
+	}
+	return fmt.Errorf("inbox of %s keeps changing while read without its lock", name)
 }
 
 // Watch wakes on anything arriving in member's inbox.

@@ -30,6 +30,12 @@ func runChild(mode string) int {
 	dir := os.Getenv("TROUPE_T_DIR")
 	n, _ := strconv.Atoi(os.Getenv("TROUPE_T_N"))
 	id, _ := strconv.Atoi(os.Getenv("TROUPE_T_ID"))
+	switch mode {
+	case "fsize":
+		return fsizeChild(dir, n)
+	case "readonly":
+		return readOnlyChild(dir)
+	}
 	s, err := Open(dir, Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

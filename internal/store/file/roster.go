@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -59,8 +60,15 @@ func (t *Team) readRosterFile() (store.Roster, fs.FileInfo, error) {
 	if err != nil {
 		return store.Roster{}, nil, err
 	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return store.Roster{}, nil, fmt.Errorf("read roster of team %s: %w", t.name, err)
+	}
 	var r store.Roster
-	if err := json.NewDecoder(f).Decode(&r); err != nil {
+	if err := json.Unmarshal(data, &r); err != nil {
+		return store.Roster{}, nil, fmt.Errorf("read roster of team %s: %w", t.name, err)
+	}
+	if err := validateRoster(&r); err != nil {
 		return store.Roster{}, nil, fmt.Errorf("read roster of team %s: %w", t.name, err)
 	}
 	if r.Members == nil {

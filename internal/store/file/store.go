@@ -12,9 +12,19 @@
 //	transcripts/<member>.jsonl  an agent's conversation, appended under <member>.lock
 //	events.jsonl                the team journal, appended under events.lock
 //
-// Every append is one write of one line, fsynced, under the file's lock.
-// Waiters are woken by channels in this process, by fsnotify across
-// processes, and by a poll (Options.PollInterval) when nothing else works.
+// Every append is one write of one line, fsynced, under the file's lock; a
+// write or fsync that fails (disk full) cuts the file back to where it was,
+// so files end in whole lines. Waiters are woken by channels in this
+// process, by fsnotify across processes, and by a poll
+// (Options.PollInterval) when nothing else works.
+//
+// Broken state is reported, never hidden: a task file that does not parse
+// is on Tasks.Board as corrupt, a roster that does not parse is in
+// Store.Teams as corrupt, and a line that reuses a delivered message's id
+// goes to <member>.bad. Temporary files of writers killed before their
+// rename are removed when a team is opened (see sweepTemps). Reading needs
+// no write access: when a lock file cannot be created or opened (a
+// read-only .troupe), the board and inboxes are read without the lock.
 //
 // It must never depend on agents, teams' behaviour, models or tools.
 package file
@@ -31,6 +41,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,6 +79,7 @@ type Store struct {
 	mu      sync.Mutex
 	readers map[string]*reader // key inboxKey(team, member)
 	rosters map[string]*rosterCache
+	swept   map[string]bool // teams whose stray temporary files were removed
 	closed  bool
 	done    chan struct{}
 }
@@ -196,7 +208,9 @@ func (s *Store) OpenTeam(name string) (*Team, error) {
 	if !ok {
 		return nil, fmt.Errorf("team %s: %w", n, store.ErrTeamNotFound)
 	}
-	return s.team(n), nil
+	t := s.team(n)
+	s.sweepTemps(t)
+	return t, nil
 }
 
 func (s *Store) team(name string) *Team {
@@ -210,25 +224,46 @@ func (s *Store) team(name string) *Team {
 // ListTeams returns every team's roster, sorted by name. A team whose
 // config.json cannot be read is reported as an error.
 func (s *Store) ListTeams(ctx context.Context) ([]store.Roster, error) {
+	l, err := s.Teams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(l.Corrupt) > 0 {
+		c := l.Corrupt[0]
+		return nil, fmt.Errorf("list teams: team %s: %s", c.ID, c.Err)
+	}
+	return l.Rosters, nil
+}
+
+// Teams returns every team's roster, sorted by name, and the teams whose
+// config.json cannot be read.
+func (s *Store) Teams(ctx context.Context) (store.TeamList, error) {
 	ents, err := os.ReadDir(s.teamsDir)
 	if err != nil {
-		return nil, fmt.Errorf("list teams: %w", err)
+		return store.TeamList{}, fmt.Errorf("list teams: %w", err)
 	}
-	var out []store.Roster
+	out := store.TeamList{Rosters: []store.Roster{}}
 	for _, e := range ents {
 		if !e.IsDir() || !store.NamePattern.MatchString(e.Name()) {
 			continue
 		}
-		r, err := s.team(e.Name()).ReadRoster(ctx)
+		t := s.team(e.Name())
+		r, err := t.ReadRoster(ctx)
 		if errors.Is(err, store.ErrTeamNotFound) {
 			continue // being created or deleted
 		}
 		if err != nil {
-			return nil, err
+			path := t.path("config.json")
+			msg := err.Error()
+			if rest, ok := strings.CutPrefix(msg, "read roster of team "+t.name+": "); ok {
+				msg = rest
+			}
+			out.Corrupt = append(out.Corrupt, store.Corrupt{ID: e.Name(), Path: path, Err: msg})
+			continue
 		}
-		out = append(out, r)
+		out.Rosters = append(out.Rosters, r)
 	}
-	slices.SortFunc(out, func(a, b store.Roster) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(out.Rosters, func(a, b store.Roster) int { return cmp.Compare(a.Name, b.Name) })
 	return out, nil
 }
 

@@ -39,6 +39,7 @@ type tx struct {
 	cache   map[string]*store.Task
 	dirty   []string
 	removed []string
+	extra   []string // ids an unfinished intent creates (lock-free reads)
 }
 
 // do runs fn under the board lock and commits what it changed.
@@ -58,6 +59,49 @@ func (b *tasks) do(ctx context.Context, fn func(*tx) error) error {
 	})
 	if err != nil {
 		return err
+	}
+	return nil
+}
+
+// view runs fn, which only reads, on a consistent board. It takes the board
+// lock like do; when the lock file cannot be created or opened (a read-only
+// .troupe), it reads without it instead, seeing an unfinished intent as
+// already applied, so that looking at a board never needs write access.
+func (b *tasks) view(ctx context.Context, fn func(*tx) error) error {
+	err := b.do(ctx, fn)
+	if err == nil || !lockUnavailable(err) {
+		return err
+	}
+	b.t.s.opts.Logger.Debug("reading the task board without its lock", "team", b.t.name, "err", err)
+	x := &tx{b: b, cache: make(map[string]*store.Task)}
+	if err := x.overlayIntent(); err != nil {
+		return err
+	}
+	return fn(x)
+}
+
+// overlayIntent loads an intent a writer left unfinished into the cache,
+// without applying it.
+func (x *tx) overlayIntent() error {
+	path := x.b.t.path("tasks", ".intent")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var in intent
+	if err := json.Unmarshal(data, &in); err != nil {
+		return fmt.Errorf("task board of team %s: unreadable %s: %w", x.b.t.name, path, err)
+	}
+	for i := range in.Write {
+		t := in.Write[i]
+		x.cache[t.ID] = &t
+		x.extra = append(x.extra, t.ID)
+	}
+	for _, id := range in.Remove {
+		x.cache[id] = nil
 	}
 	return nil
 }
@@ -216,40 +260,71 @@ func (b *tasks) ids() ([]string, error) {
 			ids = append(ids, id)
 		}
 	}
-	slices.SortFunc(ids, func(a, b string) int {
-		na, nb := store.TaskNum(a), store.TaskNum(b)
-		switch {
-		case na < nb:
-			return -1
-		case na > nb:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(ids, compareIDs)
 	return ids, nil
 }
 
+// compareIDs orders task ids by their numeric value.
+func compareIDs(a, b string) int {
+	na, nb := store.TaskNum(a), store.TaskNum(b)
+	switch {
+	case na < nb:
+		return -1
+	case na > nb:
+		return 1
+	}
+	return 0
+}
+
 // all returns every readable task of the board in id order, through the
-// transaction's cache; unreadable files are reported and skipped.
+// transaction's cache; unreadable files are logged and skipped (Board
+// reports them).
 func (x *tx) all() ([]*store.Task, error) {
+	out, bad, err := x.scan()
+	for _, c := range bad {
+		x.b.t.s.opts.Logger.Warn("skipping unreadable task", "team", x.b.t.name, "id", c.ID, "file", c.Path, "err", c.Err)
+	}
+	return out, err
+}
+
+// scan returns every readable task of the board in id order, and the task
+// files that cannot be read.
+func (x *tx) scan() ([]*store.Task, []store.Corrupt, error) {
 	ids, err := x.b.ids()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	for _, id := range x.extra {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, compareIDs)
 	out := make([]*store.Task, 0, len(ids))
+	var bad []store.Corrupt
 	for _, id := range ids {
 		t, err := x.get(id)
 		if errors.Is(err, store.ErrTaskNotFound) {
 			continue
 		}
 		if err != nil {
-			x.b.t.s.opts.Logger.Warn("skipping unreadable task", "team", x.b.t.name, "id", id, "err", err)
+			bad = append(bad, store.Corrupt{ID: id, Path: x.b.file(id), Err: corruptReason(err, x.b.file(id))})
 			x.cache[id] = nil
 			continue
 		}
 		out = append(out, t)
 	}
-	return out, nil
+	return out, bad, nil
+}
+
+// corruptReason is err without the file name it starts with (the Corrupt
+// entry carries the path apart).
+func corruptReason(err error, path string) string {
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "task file "+path+": "); ok {
+		return rest
+	}
+	return msg
 }
 
 // Create adds a task with the next id.
@@ -309,7 +384,7 @@ func (b *tasks) Create(ctx context.Context, t store.Task) (store.Task, error) {
 // Get returns one task.
 func (b *tasks) Get(ctx context.Context, id string) (store.Task, error) {
 	var out store.Task
-	err := b.do(ctx, func(x *tx) error {
+	err := b.view(ctx, func(x *tx) error {
 		t, err := x.get(id)
 		if err != nil {
 			return err
@@ -323,7 +398,7 @@ func (b *tasks) Get(ctx context.Context, id string) (store.Task, error) {
 // List returns every task in id order.
 func (b *tasks) List(ctx context.Context) ([]store.Task, error) {
 	var out []store.Task
-	err := b.do(ctx, func(x *tx) error {
+	err := b.view(ctx, func(x *tx) error {
 		all, err := x.all()
 		if err != nil {
 			return err
@@ -335,6 +410,27 @@ func (b *tasks) List(ctx context.Context) ([]store.Task, error) {
 		return nil
 	})
 	return out, err
+}
+
+// Board returns the readable tasks and the corrupt ones, in id order.
+func (b *tasks) Board(ctx context.Context) (store.Board, error) {
+	var out store.Board
+	err := b.view(ctx, func(x *tx) error {
+		all, bad, err := x.scan()
+		if err != nil {
+			return err
+		}
+		out.Tasks = make([]store.Task, len(all))
+		for i, t := range all {
+			out.Tasks[i] = cloneTask(t)
+		}
+		out.Corrupt = bad
+		return nil
+	})
+	if err != nil {
+		return store.Board{}, fmt.Errorf("task board of team %s: %w", b.t.name, err)
+	}
+	return out, nil
 }
 
 // Update applies fn to task id atomically.

@@ -24,8 +24,28 @@ import (
 // another process would; the suite closes what it opens.
 type Factory func(t *testing.T) (open func() store.Store)
 
+// Damage breaks stored state on purpose, as a crash, a bad disk or a hand
+// edit would, so that the suite can check that broken state is reported
+// and never hidden. Each backend knows how its state can break.
+type Damage interface {
+	// CorruptTask makes the stored task id of team unreadable.
+	CorruptTask(t *testing.T, s store.Store, team, id string)
+	// CorruptRoster makes the stored roster of team unreadable.
+	CorruptRoster(t *testing.T, s store.Store, team string)
+}
+
+// Options add to the suite what only a backend can provide.
+type Options struct {
+	// Damage enables the tests of broken state; without it they are
+	// skipped, saying why.
+	Damage Damage
+}
+
 // Run runs the whole suite.
-func Run(t *testing.T, newBackend Factory) {
+func Run(t *testing.T, newBackend Factory) { RunWith(t, newBackend, Options{}) }
+
+// RunWith runs the whole suite with the backend's options.
+func RunWith(t *testing.T, newBackend Factory, opts Options) {
 	groups := []struct {
 		name  string
 		tests map[string]func(*testing.T, Factory)
@@ -35,6 +55,7 @@ func Run(t *testing.T, newBackend Factory) {
 		{"Tasks", taskTests},
 		{"Mailbox", mailboxTests},
 		{"Journal", journalTests},
+		{"Damage", damageTests(opts.Damage)},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
@@ -489,6 +510,24 @@ var taskTests = map[string]func(*testing.T, Factory){
 			}
 		}
 	},
+	"BoardIsListWhenNothingIsBroken": func(t *testing.T, f Factory) {
+		_, s := open(t, f)
+		ctx := ctxFor(t)
+		tasks := newTeam(t, s).Tasks()
+		b := must[store.Board](t)(tasks.Board(ctx))
+		if len(b.Tasks) != 0 || len(b.Corrupt) != 0 {
+			t.Errorf("Board of an empty board = %+v", b)
+		}
+		createN(t, tasks, 3)
+		must[store.Task](t)(tasks.Update(ctx, "2", func(t *store.Task) error { t.Status = store.TaskDeleted; return nil }))
+		b = must[store.Board](t)(tasks.Board(ctx))
+		if diff := cmp.Diff(must[[]store.Task](t)(tasks.List(ctx)), b.Tasks); diff != "" {
+			t.Errorf("Board.Tasks differs from List (-list +board):\n%s", diff)
+		}
+		if len(b.Corrupt) != 0 {
+			t.Errorf("Board.Corrupt of a sound board = %v", b.Corrupt)
+		}
+	},
 	"WatchWakes": func(t *testing.T, f Factory) {
 		o, s := open(t, f)
 		tasks := newTeam(t, s).Tasks()
@@ -728,6 +767,32 @@ var mailboxTests = map[string]func(*testing.T, Factory){
 			t.Errorf("%d messages left after all were acked", len(rest))
 		}
 	},
+	// Ids are unique per inbox: a message that repeats the id of one already
+	// handed out is not handed out again, whether it is the same message
+	// sent twice (a retried send) or a different one reusing the id.
+	"DuplicateIDHandedOutOnce": func(t *testing.T, f Factory) {
+		_, s := open(t, f)
+		ctx := ctxFor(t)
+		mb := newTeam(t, s, "alice").Mailbox()
+		first := must[store.Message](t)(mb.Send(ctx, store.Message{ID: "dup-1", From: "human", To: "alice", Content: "first"}))
+		must[store.Message](t)(mb.Send(ctx, first))
+		must[store.Message](t)(mb.Send(ctx, store.Message{ID: "dup-1", From: "human", To: "alice", Content: "forged"}))
+		last := send(t, mb, "human", "alice", "last")
+		var got []store.Message
+		for len(got) == 0 || got[len(got)-1].ID != last.ID {
+			ms := must[[]store.Message](t)(mb.Receive(ctx, "alice"))
+			got = append(got, ms...)
+		}
+		if diff := cmp.Diff([]string{"first", "last"}, contents(got)); diff != "" {
+			t.Errorf("handed out (-want +got):\n%s", diff)
+		}
+		if err := mb.Ack(ctx, "alice", last.ID); err != nil {
+			t.Fatal(err)
+		}
+		if rest := must[[]store.Message](t)(mb.Peek(ctx, "alice")); len(rest) != 0 {
+			t.Errorf("left after acking the last: %v", contents(rest))
+		}
+	},
 	"WatchWakes": func(t *testing.T, f Factory) {
 		o, s := open(t, f)
 		mb := newTeam(t, s, "alice").Mailbox()
@@ -745,6 +810,78 @@ var mailboxTests = map[string]func(*testing.T, Factory){
 			t.Errorf("Watch of an unknown member: %v", err)
 		}
 	},
+}
+
+func damageTests(d Damage) map[string]func(*testing.T, Factory) {
+	needs := func(test func(*testing.T, Factory)) func(*testing.T, Factory) {
+		return func(t *testing.T, f Factory) {
+			if d == nil {
+				t.Skip("the backend gave no storetest.Damage to break its state with")
+			}
+			test(t, f)
+		}
+	}
+	return map[string]func(*testing.T, Factory){
+		// A task that cannot be read is on the board as corrupt, never
+		// silently gone; the rest of the board keeps working around it.
+		"CorruptTaskIsReported": needs(func(t *testing.T, f Factory) {
+			o, s := open(t, f)
+			ctx := ctxFor(t)
+			tasks := newTeam(t, s).Tasks()
+			createN(t, tasks, 3)
+			d.CorruptTask(t, s, "t1", "2")
+			for _, client := range []store.Tasks{tasks, reopen(t, o, "t1").Tasks()} {
+				b := must[store.Board](t)(client.Board(ctx))
+				if diff := cmp.Diff([]string{"1", "3"}, ids(b.Tasks)); diff != "" {
+					t.Errorf("Board.Tasks (-want +got):\n%s", diff)
+				}
+				if len(b.Corrupt) != 1 || b.Corrupt[0].ID != "2" || b.Corrupt[0].Err == "" {
+					t.Errorf("Board.Corrupt = %+v, want task 2 with a reason", b.Corrupt)
+				}
+				if diff := cmp.Diff([]string{"1", "3"}, ids(must[[]store.Task](t)(client.List(ctx)))); diff != "" {
+					t.Errorf("List (-want +got):\n%s", diff)
+				}
+			}
+			if _, err := tasks.Get(ctx, "2"); err == nil || errors.Is(err, store.ErrTaskNotFound) {
+				t.Errorf("Get of a corrupt task = %v, want an error other than not found", err)
+			}
+			for _, want := range []string{"1", "3"} {
+				if got := must[store.Task](t)(tasks.ClaimNext(ctx, "alice")); got.ID != want {
+					t.Errorf("ClaimNext = task %s, want %s", got.ID, want)
+				}
+			}
+			_, err := tasks.ClaimNext(ctx, "alice")
+			wantErr(t, err, store.ErrNoTask)
+			if got := must[store.Task](t)(tasks.Create(ctx, store.Task{Subject: "after"})); got.ID != "4" {
+				t.Errorf("Create next to a corrupt task 2 = id %s, want 4", got.ID)
+			}
+		}),
+		// One team whose roster cannot be read does not hide the others.
+		"CorruptRosterIsReported": needs(func(t *testing.T, f Factory) {
+			o, s := open(t, f)
+			ctx := ctxFor(t)
+			newTeam(t, s, "alice")
+			must[store.Team](t)(s.CreateTeam(ctx, store.Roster{Name: "t2"}))
+			must[store.Team](t)(s.CreateTeam(ctx, store.Roster{Name: "t3"}))
+			d.CorruptRoster(t, s, "t2")
+			for _, client := range []store.Store{s, o()} {
+				l := must[store.TeamList](t)(client.Teams(ctx))
+				var names []string
+				for _, r := range l.Rosters {
+					names = append(names, r.Name)
+				}
+				if diff := cmp.Diff([]string{"t1", "t3"}, names); diff != "" {
+					t.Errorf("Teams rosters (-want +got):\n%s", diff)
+				}
+				if len(l.Corrupt) != 1 || l.Corrupt[0].ID != "t2" || l.Corrupt[0].Err == "" {
+					t.Errorf("Teams corrupt = %+v, want t2 with a reason", l.Corrupt)
+				}
+				if _, err := client.ListTeams(ctx); err == nil || !strings.Contains(err.Error(), "t2") {
+					t.Errorf("ListTeams with a corrupt roster = %v, want an error naming t2", err)
+				}
+			}
+		}),
+	}
 }
 
 var journalTests = map[string]func(*testing.T, Factory){
