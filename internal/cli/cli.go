@@ -54,6 +54,8 @@ type app struct {
 
 	// settings are --settings and troupe agent's --settings-snapshot.
 	settings settingsFlags
+	// sandbox is --sandbox: every bash command runs in bubblewrap.
+	sandbox bool
 
 	run    runFlags // the root command's headless-run flags
 	record string   // --record: the cassette to write
@@ -130,6 +132,7 @@ func (a *app) rootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&a.workspace, "workspace", "", "workspace directory (default: the current directory)")
 	root.PersistentFlags().StringVar(&a.stateDir, "state-dir", "", "state directory (default: <workspace>/.troupe, or $TROUPE_HOME)")
+	root.PersistentFlags().BoolVar(&a.sandbox, "sandbox", false, "run every bash command in a bubblewrap sandbox: the workspace writable, troupe's and the settings' files read-only, credentials hidden, no network (settings: sandbox.enabled)")
 	root.PersistentFlags().StringVar(&a.record, "record", "", "write every model request and response of the run to this cassette (replay it with troupe replay)")
 	a.addRunFlags(root)
 

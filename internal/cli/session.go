@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -187,8 +188,18 @@ func (e *env) loadRules(a *app, warn io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The rules that bind the agents are theirs to read, never to write:
+	// settings files, hook scripts, agent and command definitions, and the
+	// teams' keys (the built-in set covers .troupe, .git/hooks, …).
+	for _, p := range e.protectedPaths(s) {
+		policy.Protect(p, filepath.Join(p, "**"))
+	}
+	sandbox, err := e.sandbox(a, s)
+	if err != nil {
+		return err
+	}
 	var mu sync.Mutex
-	hooks, err := hook.New(hook.Config{Hooks: s.Hooks, Dir: e.dir, Report: func(ev hook.Event, r hook.Result) {
+	hooks, err := hook.New(hook.Config{Hooks: s.Hooks, Dir: e.dir, Env: envList(s.Env), Report: func(ev hook.Event, r hook.Result) {
 		e.logger.Info("hook", "event", ev.Name, "agent", ev.AgentName, "command", r.Hook.Command, "exit", r.ExitCode, "timed_out", r.TimedOut, "ms", r.Duration.Milliseconds())
 		if r.Err != nil {
 			e.logger.Warn("hook problem", "event", ev.Name, "command", r.Hook.Command, "err", r.Err)
@@ -235,8 +246,75 @@ func (e *env) loadRules(a *app, warn io.Writer) error {
 		DefaultPattern: s.DefaultPattern.Value,
 		TeammateModel:  s.TeammateModel.Value,
 		StateDir:       e.stateDir,
+		ShellEnv:       shell.Environ(os.Environ(), s.Env),
+		Sandbox:        sandbox,
 	}
 	return nil
+}
+
+// protectedPaths are the files that configure the agents, beside the
+// permission engine's built-in set.
+func (e *env) protectedPaths(s *settings.Settings) []string {
+	out := s.ProtectedPaths(e.dir)
+	if e.keys != nil {
+		if dir, err := e.keys.Dir(); err == nil && dir != "" {
+			out = append(out, dir)
+		}
+	}
+	return out
+}
+
+// sandbox is the bash sandbox when --sandbox or the settings' sandbox key
+// asks for one: the workspace writable, troupe's own and the configuring
+// files read-only, credentials and the teams' keys hidden, the network off
+// unless the settings allow domains. Asked for and unavailable, it is an
+// error: commands never silently run outside it.
+func (e *env) sandbox(a *app, s *settings.Settings) (*shell.Sandbox, error) {
+	if !a.sandbox && !s.Sandbox.Enabled {
+		return nil, nil
+	}
+	home, _ := os.UserHomeDir()
+	sb := &shell.Sandbox{
+		Writable:  append([]string{e.dir}, absPaths(e.dir, home, s.Sandbox.AllowWrite)...),
+		Protected: append(append(shell.ProtectedPaths(e.dir), e.protectedPaths(s)...), absPaths(e.dir, home, s.Sandbox.DenyWrite)...),
+		Hidden:    append(shell.HiddenPaths(home), absPaths(e.dir, home, s.Sandbox.DenyRead)...),
+		Network:   len(s.Sandbox.AllowedDomains) > 0,
+	}
+	if e.keys != nil {
+		if dir, err := e.keys.Dir(); err == nil && dir != "" {
+			sb.Hidden = append(sb.Hidden, dir)
+		}
+	}
+	if err := shell.CheckSandbox(a.ctx, sb); err != nil {
+		return nil, fmt.Errorf("the bash sandbox was asked for (--sandbox or the settings' sandbox.enabled) but cannot run: %w", err)
+	}
+	return sb, nil
+}
+
+// absPaths makes settings paths absolute: ~ is the home directory, a
+// relative path is under the workspace.
+func absPaths(ws, home string, paths []string) []string {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		switch {
+		case p == "~" || strings.HasPrefix(p, "~/"):
+			p = filepath.Join(home, strings.TrimPrefix(p, "~"))
+		case !filepath.IsAbs(p):
+			p = filepath.Join(ws, p)
+		}
+		out = append(out, filepath.Clean(p))
+	}
+	return out
+}
+
+// envList is the settings' env as K=V strings, in a stable order.
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // stateDirFor is the state directory of workspace dir.
@@ -295,6 +373,9 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 		}
 		if f.teammateModel != "" {
 			cfg.AgentCommand = append(cfg.AgentCommand, "--model", f.teammateModel)
+		}
+		if a.sandbox {
+			cfg.AgentCommand = append(cfg.AgentCommand, "--sandbox")
 		}
 	}
 	return cfg, nil

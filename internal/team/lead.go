@@ -98,7 +98,12 @@ func (s *Session) assess(ctx context.Context, t store.Team) (assessment, error) 
 		awaiting[name] = true
 	}
 	asked := map[string][]store.Message{} // member -> its requests the lead has not answered
+	withHuman := map[string]bool{}        // members whose request the human answers
 	for _, req := range s.requests {
+		if s.toHuman[req.RequestID] {
+			withHuman[req.From] = true
+			continue
+		}
 		asked[req.From] = append(asked[req.From], req)
 	}
 	s.mu.Unlock()
@@ -109,8 +114,7 @@ func (s *Session) assess(ctx context.Context, t store.Team) (assessment, error) 
 		case StatusWaiting:
 			reqs := asked[m.Name]
 			if len(reqs) == 0 {
-				// Its request is on its way to the lead, or with the human.
-				if s.cfg.HumanRequests != nil {
+				if withHuman[m.Name] {
 					a.human = append(a.human, m.Name)
 					stuckOnAnswer[m.Name] = true
 					continue

@@ -134,6 +134,7 @@ type Session struct {
 	key          []byte // the team's key (nil: unsealed)
 	members      map[string]*handle
 	requests     map[string]store.Message // protocol requests addressed to the lead, by request_id
+	toHuman      map[string]bool          // those of them the human answers
 	awaiting     map[string]string        // shutdown requests the lead sent and has no answer to: request_id -> member
 	stats        Stats
 	ackTeam      store.Team // the lead's inbox messages handed to its conversation,
@@ -277,7 +278,7 @@ func NewSession(cfg Config) (*Session, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Session{cfg: cfg, members: map[string]*handle{}, requests: map[string]store.Message{}, awaiting: map[string]string{}, jobs: tool.NewJobs(), reaped: map[string]bool{}}
+	s := &Session{cfg: cfg, members: map[string]*handle{}, requests: map[string]store.Message{}, toHuman: map[string]bool{}, awaiting: map[string]string{}, jobs: tool.NewJobs(), reaped: map[string]bool{}}
 	s.hk.session = hook.NewSessionID()
 	who := s.leadWho()
 	b := &binding{self: store.LeadName, lead: true, sess: s, rules: cfg.Rules, who: who}
@@ -511,6 +512,9 @@ func (s *Session) fetchLead(ctx context.Context, t store.Team) ([]store.Message,
 			s.requests[m.RequestID] = m
 			s.mu.Unlock()
 			if s.cfg.HumanRequests != nil && s.cfg.HumanRequests(m) {
+				s.mu.Lock()
+				s.toHuman[m.RequestID] = true
+				s.mu.Unlock()
 				continue
 			}
 		}

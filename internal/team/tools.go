@@ -530,6 +530,7 @@ func (s *Session) request(id string) (store.Message, bool) {
 func (s *Session) answered(id string) {
 	s.mu.Lock()
 	delete(s.requests, id)
+	delete(s.toHuman, id)
 	s.mu.Unlock()
 }
 
