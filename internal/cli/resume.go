@@ -75,7 +75,7 @@ scripted model.`,
 			if provider.env != nil {
 				cfg.AgentEnv = provider.env
 			}
-			out := newRunOutput("text", a.stdout, a.stderr, false)
+			out := newRunOutput(outputConfig{Format: formatText, Stdout: a.stdout, Stderr: a.stderr})
 			tl := newTally()
 			cfg.OnEvent = func(ev store.Event) {
 				tl.observe(ev)

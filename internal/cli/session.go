@@ -44,7 +44,7 @@ func (f *teamFlags) add(fs interface {
 	DurationVar(*time.Duration, string, time.Duration, string)
 }) {
 	fs.StringVar(&f.teammateMode, "teammate-mode", team.ModeInProcess, "how teammates run: in-process (goroutines) or process (one `troupe agent` process each)")
-	fs.StringVar(&f.permissionMode, "permission-mode", "", "the lead's permission mode and the teammates' default: default, acceptEdits, plan, bypassPermissions or delegate (default: the settings' defaultMode, else bypassPermissions)")
+	fs.StringVar(&f.permissionMode, "permission-mode", "", "the lead's permission mode and the teammates' default: default, acceptEdits, plan, bypassPermissions or delegate (default: the settings' defaultMode, else default: writes and commands not allowed by a rule ask, and are refused headless)")
 	fs.BoolVar(&f.delegate, "delegate", false, "limit the lead to management tools (it coordinates, teammates do the work)")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "an idle teammate exits after this long with nothing to do (0: stays until shut down)")
 	fs.StringVar(&f.teammateModel, "teammate-model", "", "the teammates' default model (default: the lead's)")
@@ -61,8 +61,10 @@ type env struct {
 	skills   *skill.Set
 	settings *settings.Settings
 	rules    *team.Rules
-	logger   *slog.Logger
-	logFile  *os.File
+	// extraSettings are --settings files, read after every other.
+	extraSettings []string
+	logger        *slog.Logger
+	logFile       *os.File
 }
 
 func (e *env) close() {
@@ -81,7 +83,7 @@ func (e *env) close() {
 // project memory and skills for the system prompts. Warnings (a bad
 // SKILL.md) go to the log file under the state directory and to warn.
 func (a *app) openEnv(dir string, warn io.Writer) (*env, error) {
-	e := &env{dir: dir}
+	e := &env{dir: dir, extraSettings: a.run.settingsFiles}
 	stateDir, err := a.stateDirFor(dir)
 	if err != nil {
 		return nil, err
@@ -133,7 +135,7 @@ func (a *app) openEnv(dir string, warn io.Writer) (*env, error) {
 // the user's) into the rules the runtime enforces. A broken hook is reported
 // on warn and in the log whenever it runs; it never blocks.
 func (e *env) loadRules(warn io.Writer) error {
-	s, err := settings.Load(settings.Options{Workspace: e.dir})
+	s, err := settings.Load(settings.Options{Workspace: e.dir, Extra: e.extraSettings})
 	if err != nil {
 		return err
 	}
@@ -207,7 +209,9 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 		cfg.PermissionMode = e.settings.DefaultMode.Value
 	}
 	if cfg.PermissionMode == "" {
-		cfg.PermissionMode = team.PermBypass
+		// Safe by default, as Claude Code: writes and commands not covered
+		// by an allow rule ask (and are refused headless).
+		cfg.PermissionMode = team.PermDefault
 	}
 	if cfg.TeammateModel == "" {
 		cfg.TeammateModel = model
@@ -242,6 +246,7 @@ func (a *app) agentCmd() *cobra.Command {
 		maxTurns, maxRetries  int
 		idleTimeout           time.Duration
 		pf                    providerFlags
+		allowed, disallowed   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --team T --name N",
@@ -266,6 +271,9 @@ also be started by hand, on any machine that shares the state directory.`,
 				return withCode(ExitError, err)
 			}
 			defer e.close()
+			if err := applyFlagRules(e, splitRules(allowed), splitRules(disallowed)); err != nil {
+				return err
+			}
 			t, err := e.store.Team(a.ctx, teamName)
 			if err != nil {
 				return withCode(ExitError, err)
@@ -286,6 +294,9 @@ also be started by hand, on any machine that shares the state directory.`,
 	cmd.Flags().IntVar(&maxTurns, "max-turns", 0, "bound the model calls of each turn (0: none)")
 	cmd.Flags().IntVar(&maxRetries, "max-retries", 5, "retries of a failed model call")
 	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", 0, "exit after this long idle (0: stay until shut down)")
+	cmd.Flags().StringArrayVar(&allowed, "allowedTools", nil, "permission rules to allow (the lead's --allowedTools)")
+	cmd.Flags().StringArrayVar(&disallowed, "disallowedTools", nil, "permission rules to deny (the lead's --disallowedTools)")
+	cmd.Flags().StringArrayVar(&a.run.settingsFiles, "settings", nil, "another settings file (the lead's --settings)")
 	pf.add(cmd.Flags())
 	return cmd
 }

@@ -32,6 +32,7 @@ const (
 	ScopeUser    Scope = "user"    // <config dir>/troupe/settings.json
 	ScopeClaude  Scope = "claude"  // <workspace>/.claude/settings*.json
 	ScopeProject Scope = "project" // <workspace>/.troupe/settings*.json
+	ScopeFlag    Scope = "flag"    // --settings FILE, and rules given as flags
 )
 
 // Source is where an item was configured.
@@ -397,6 +398,9 @@ type Options struct {
 	UserFile string
 	// NoUser skips the user's file (tests, sandboxes).
 	NoUser bool
+	// Extra are more files (--settings FILE), read last: they override
+	// every other file, as Claude Code's command line does.
+	Extra []string
 }
 
 // UserFile is the default user settings file, or "" when the system has no
@@ -429,6 +433,9 @@ func (o Options) Paths() []Source {
 			Source{Scope: ScopeProject, Path: filepath.Join(o.Workspace, ".troupe", "settings.json")},
 			Source{Scope: ScopeProject, Path: filepath.Join(o.Workspace, ".troupe", "settings.local.json")},
 		)
+	}
+	for _, p := range o.Extra {
+		out = append(out, Source{Scope: ScopeFlag, Path: p})
 	}
 	return out
 }
