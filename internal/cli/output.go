@@ -71,6 +71,10 @@ type runOutput struct {
 	team func() string
 	// onRefusal is called when the lead's model refuses.
 	onRefusal func()
+	// between is true from a turn's result until the next turn starts:
+	// the result stays the last line of its turn (what shutting the team
+	// down journals afterwards is not written).
+	between bool
 }
 
 // callState is one agent's model call.
@@ -117,6 +121,9 @@ func (o *runOutput) stream() bool { return o.cfg.Format == formatStreamJSON }
 // line writes one stream-json line with the fields every line carries.
 // Callers hold o.mu.
 func (o *runOutput) line(agentName, teamName string, m map[string]any) {
+	if o.between {
+		return
+	}
 	if teamName == "" && agentName == store.LeadName {
 		teamName = o.team()
 	}
@@ -378,6 +385,7 @@ func (o *runOutput) finish(res *team.Result, tl *tally, err error, d time.Durati
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.between = true
 	switch o.cfg.Format {
 	case formatJSON, formatStreamJSON:
 		r := resultMessage{Type: "result", Subtype: resultSubtype(err), IsError: err != nil,
@@ -613,6 +621,13 @@ func (o *runOutput) partial(agentName string, st *callState, ev llm.Event) {
 			"usage": map[string]any{"output_tokens": r.Usage.OutputTokens}})
 		emit(map[string]any{"type": "message_stop"})
 	}
+}
+
+// startTurn opens the lines of the next turn.
+func (o *runOutput) startTurn() {
+	o.mu.Lock()
+	o.between = false
+	o.mu.Unlock()
 }
 
 // refused reports whether the lead's last model call ended on a refusal.

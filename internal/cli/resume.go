@@ -42,6 +42,7 @@ func (a *app) resumeCmd() *cobra.Command {
 		maxRetries int
 		tf         teamFlags
 		pf         providerFlags
+		cf         claudeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "resume TEAM",
@@ -55,6 +56,9 @@ team is done. A team started by troupe demo resumes on the same bundled
 scripted model.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cf.resolveMode(&tf); err != nil {
+				return err
+			}
 			dir, err := a.Workspace()
 			if err != nil {
 				return withCode(ExitUsage, err)
@@ -111,6 +115,7 @@ scripted model.`,
 	cmd.Flags().IntVar(&maxRetries, "max-retries", 5, "retries of a failed model call")
 	tf.add(cmd.Flags())
 	pf.add(cmd.Flags())
+	cmd.Flags().BoolVar(&cf.skipPermissions, "dangerously-skip-permissions", false, "run the lead in bypassPermissions mode (teammates keep the mode their roster entry records)")
 	return cmd
 }
 

@@ -190,6 +190,7 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 			break
 		}
 		start := time.Now()
+		out.startTurn()
 		if first && target != nil {
 			res, runErr = target.run(ctx, e, sess, prompt)
 		} else {
