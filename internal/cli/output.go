@@ -119,13 +119,11 @@ func newUUID() string {
 func (o *runOutput) stream() bool { return o.cfg.Format == formatStreamJSON }
 
 // line writes one stream-json line with the fields every line carries.
-// Callers hold o.mu.
+// Callers hold o.mu, and so never ask the session for its team inside: the
+// session may call the output while holding its own lock.
 func (o *runOutput) line(agentName, teamName string, m map[string]any) {
 	if o.between {
 		return
-	}
-	if teamName == "" && agentName == store.LeadName {
-		teamName = o.team()
 	}
 	m["session_id"] = o.cfg.SessionID
 	if _, ok := m["uuid"]; !ok {
@@ -467,13 +465,17 @@ func (o *runOutput) callEnd(d time.Duration) {
 }
 
 func (o *runOutput) callEvent(agentName string, st *callState, ev llm.Event) {
+	teamName := ""
+	if ev.Type == llm.EventRetry || o.cfg.Partial {
+		teamName = o.team() // every agent but the lead's subagents before TeamCreate is of the session's team
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch ev.Type {
 	case llm.EventRetry:
 		st.attempt++
 		if o.stream() {
-			o.apiRetry(agentName, st, ev)
+			o.apiRetry(agentName, teamName, st, ev)
 		}
 		// What was streamed is void; the next attempt starts a new message.
 		st.started, st.index, st.open, st.buffered = false, -1, "", false
@@ -502,12 +504,12 @@ func (o *runOutput) callEvent(agentName string, st *callState, ev llm.Event) {
 	if st.skip || !o.stream() || !o.cfg.Partial {
 		return
 	}
-	o.partial(agentName, st, ev)
+	o.partial(agentName, teamName, st, ev)
 }
 
 // apiRetry writes a system/api_retry line. error is Claude Code's category
 // of the failure; error_status its HTTP status, null when there was none.
-func (o *runOutput) apiRetry(agentName string, st *callState, ev llm.Event) {
+func (o *runOutput) apiRetry(agentName, teamName string, st *callState, ev llm.Event) {
 	var status any
 	category := "unknown"
 	var ae *llm.APIError
@@ -529,7 +531,7 @@ func (o *runOutput) apiRetry(agentName string, st *callState, ev llm.Event) {
 	if ev.Err != nil {
 		line["message"] = ev.Err.Error()
 	}
-	o.line(agentName, "", line)
+	o.line(agentName, teamName, line)
 }
 
 // partial writes the stream_event lines of one streamed event, in the
@@ -537,9 +539,9 @@ func (o *runOutput) apiRetry(agentName string, st *callState, ev llm.Event) {
 // tool call's input is known only when the response is complete, so from
 // the first tool call on, the rest of the message is written from the
 // response: each block's start, its whole content as one delta, its stop.
-func (o *runOutput) partial(agentName string, st *callState, ev llm.Event) {
+func (o *runOutput) partial(agentName, teamName string, st *callState, ev llm.Event) {
 	emit := func(event map[string]any) {
-		o.line(agentName, "", map[string]any{"type": "stream_event", "event": event, "parent_tool_use_id": nil})
+		o.line(agentName, teamName, map[string]any{"type": "stream_event", "event": event, "parent_tool_use_id": nil})
 	}
 	startMessage := func(model string) {
 		if st.started {
