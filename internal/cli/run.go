@@ -205,6 +205,9 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 			break
 		}
 	}
+	if first && runErr == nil {
+		runErr = withCode(ExitUsage, errors.New("--input-format stream-json: no user message on stdin"))
+	}
 	closeErr := sess.Close()
 	if res != nil {
 		rec.Team = res.Team
