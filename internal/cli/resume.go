@@ -43,6 +43,7 @@ func (a *app) resumeCmd() *cobra.Command {
 		maxRetries int
 		tf         teamFlags
 		pf         providerFlags
+		cf         claudeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "resume TEAM",
@@ -56,6 +57,9 @@ team is done. A team started by troupe demo resumes on the same bundled
 scripted model.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cf.resolveMode(&tf); err != nil {
+				return err
+			}
 			dir, err := a.Workspace()
 			if err != nil {
 				return withCode(ExitUsage, err)
@@ -77,7 +81,7 @@ scripted model.`,
 			if provider.env != nil {
 				cfg.AgentEnv = provider.env
 			}
-			out := newRunOutput("text", a.stdout, a.stderr, false)
+			out := newRunOutput(outputConfig{Format: formatText, Stdout: a.stdout, Stderr: a.stderr})
 			tl := newTally()
 			cfg.OnEvent = func(ev store.Event) {
 				tl.observe(ev)
@@ -113,6 +117,7 @@ scripted model.`,
 	cmd.Flags().IntVar(&maxRetries, "max-retries", 5, "retries of a failed model call")
 	tf.add(cmd.Flags())
 	pf.add(cmd.Flags())
+	cmd.Flags().BoolVar(&cf.skipPermissions, "dangerously-skip-permissions", false, "run the lead in bypassPermissions mode (teammates keep the mode their roster entry records)")
 	return cmd
 }
 

@@ -2,64 +2,109 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
 	"github.com/troupe-dev/troupe/internal/text"
+	"github.com/troupe-dev/troupe/internal/usage"
 )
 
-// runFlags are the flags of a headless run (`troupe -p`).
+// runFlags are the flags of a headless run (`troupe -p`) and, where they
+// apply, of the terminal UI.
 type runFlags struct {
-	prompt       string
-	outputFormat string
-	model        string
-	maxTurns     int
-	maxRetries   int
-	verbose      bool
-	team         teamFlags
-	provider     providerFlags
+	prompt         string
+	outputFormat   string
+	inputFormat    string
+	partial        bool
+	model          string
+	maxTurns       int
+	maxRetries     int
+	verbose        bool
+	settingsFiles  []string
+	continueLatest bool
+	resume         string
+	claude         claudeFlags
+	team           teamFlags
+	provider       providerFlags
 }
 
 func (a *app) addRunFlags(root *cobra.Command) {
 	f := &a.run
-	root.Flags().StringVarP(&f.prompt, "print", "p", "", "run headless on this prompt and print the result")
-	root.Flags().StringVar(&f.outputFormat, "output-format", "text", "output of a headless run: text, json or stream-json")
-	root.Flags().StringVar(&f.model, "model", "", "model name (default "+anthropic.DefaultModel+")")
-	root.Flags().IntVar(&f.maxTurns, "max-turns", 0, "stop after this many model calls (0: no limit)")
-	root.Flags().IntVar(&f.maxRetries, "max-retries", 5, "retries of a failed model call (429, 529, 5xx, broken connections)")
-	root.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "show tool calls and results on stderr (text output)")
-	f.team.add(root.Flags())
-	f.provider.add(root.Flags())
+	fs := root.Flags()
+	fs.StringVarP(&f.prompt, "print", "p", "", "run headless on this prompt and print the result")
+	fs.StringVar(&f.outputFormat, "output-format", formatText, "output of a headless run: text, json (Claude Code's result object) or stream-json (Claude Code's SDK messages, one per line)")
+	fs.StringVar(&f.inputFormat, "input-format", formatText, "input of a headless run: text (the -p prompt) or stream-json (user messages as JSON lines on stdin, one turn of the lead each)")
+	fs.BoolVar(&f.partial, "include-partial-messages", false, "with --output-format stream-json, add stream_event lines: the model's streaming events as they come")
+	fs.StringVar(&f.model, "model", "", "model name (default "+anthropic.DefaultModel+")")
+	fs.IntVar(&f.maxTurns, "max-turns", 0, "stop after this many model calls (0: no limit)")
+	fs.IntVar(&f.maxRetries, "max-retries", 5, "retries of a failed model call (429, 529, 5xx, broken connections)")
+	fs.BoolVarP(&f.verbose, "verbose", "v", false, "show tool calls and results on stderr (text output)")
+	fs.StringArrayVar(&f.settingsFiles, "settings", nil, "another settings file, read after every other (its values win)")
+	fs.BoolVarP(&f.continueLatest, "continue", "c", false, "carry on the workspace's most recent session (its team, if it still exists) with this prompt")
+	fs.StringVarP(&f.resume, "resume", "r", "", "carry on session ID (from a result's session_id), or team ID, with this prompt")
+	f.claude.add(fs)
+	f.team.add(fs)
+	f.provider.add(fs)
 	root.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
 			return fmt.Errorf("unknown command %q; see troupe --help", args[0])
 		}
-		if f.prompt == "" {
+		if f.prompt == "" && f.inputFormat != formatStreamJSON {
 			return a.runTUI(cmd)
 		}
 		return a.runHeadless(cmd)
 	}
 }
 
+// errRefused ends a run whose lead's model refused the request.
+var errRefused = errors.New("the model refused the request (stop_reason refusal)")
+
+// checkRunFlags refuses contradictory or unknown flag values, and makes
+// file and directory arguments absolute.
+func (f *runFlags) check(headless bool) error {
+	if headless {
+		switch f.outputFormat {
+		case formatText, formatJSON, formatStreamJSON:
+		default:
+			return withCode(ExitUsage, fmt.Errorf("--output-format must be text, json or stream-json, not %q", f.outputFormat))
+		}
+		switch f.inputFormat {
+		case formatText, formatStreamJSON:
+		default:
+			return withCode(ExitUsage, fmt.Errorf("--input-format must be text or stream-json, not %q", f.inputFormat))
+		}
+		if f.partial && f.outputFormat != formatStreamJSON {
+			return withCode(ExitUsage, errors.New("--include-partial-messages needs --output-format stream-json"))
+		}
+		if f.inputFormat == formatStreamJSON && f.prompt != "" {
+			return withCode(ExitUsage, errors.New("--input-format stream-json reads the prompts from stdin; give no -p prompt"))
+		}
+	}
+	if err := f.claude.resolveMode(&f.team); err != nil {
+		return err
+	}
+	var err error
+	if f.settingsFiles, err = checkPaths(f.settingsFiles, false, "--settings"); err != nil {
+		return err
+	}
+	if f.claude.addDirs, err = checkPaths(f.claude.addDirs, true, "--add-dir"); err != nil {
+		return err
+	}
+	return nil
+}
+
 func (a *app) runHeadless(cmd *cobra.Command) error {
 	f := &a.run
-	switch f.outputFormat {
-	case "text", "json", "stream-json":
-	default:
-		return withCode(ExitUsage, fmt.Errorf("--output-format must be text, json or stream-json, not %q", f.outputFormat))
+	if err := f.check(true); err != nil {
+		return err
 	}
 	if err := a.canRecord(f.team.teammateMode); err != nil {
 		return err
@@ -84,14 +129,33 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 		return withCode(ExitError, err)
 	}
 	defer e.close()
-	out := newRunOutput(f.outputFormat, a.stdout, a.stderr, f.verbose)
-	cfg, err := a.sessionConfig(e, provider, f.model, f.maxTurns, &f.team, f.provider)
+	target, err := a.findResume(a.ctx, e, f.continueLatest, f.resume)
+	if err != nil {
+		return err
+	}
+	rec := &sessionRecord{SessionID: newUUID(), CreatedAt: time.Now().UTC()}
+	if target != nil && target.rec != nil {
+		rec = target.rec
+	}
+	prices, err := usage.LoadPrices(dir)
 	if err != nil {
 		return withCode(ExitError, err)
+	}
+	out := newRunOutput(outputConfig{Format: f.outputFormat, Partial: f.partial, Verbose: f.verbose, SessionID: rec.SessionID,
+		MaxRetries: f.maxRetries, Prices: prices, Stdout: a.stdout, Stderr: a.stderr})
+	cfg, err := a.sessionConfig(e, out.tap(provider), f.model, f.maxTurns, &f.team, f.provider)
+	if err != nil {
+		return withCode(ExitError, err)
+	}
+	if err := f.claude.apply(e, &cfg); err != nil {
+		return err
 	}
 	if cfg.Pacer, err = a.teamPacer(cfg.TeammateMode); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancelCause(a.ctx)
+	defer cancel(nil)
+	out.onRefusal = func() { cancel(errRefused) }
 	var sess *team.Session
 	tl := newTally()
 	cfg.Observe = observeWithTeam(func() *team.Session { return sess }, out.observe)
@@ -99,26 +163,76 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 		tl.observe(ev)
 		out.teamEvent(ev)
 	}
+	cfg.OnDenied = out.denied
 	sess, err = team.NewSession(cfg)
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
-	start := time.Now()
-	res, runErr := sess.RunHeadless(a.ctx, f.prompt)
+	out.team = sess.TeamName
+	out.init(initInfo{Cwd: dir, Model: modelName(cfg.Model, f.provider), PermissionMode: cfg.PermissionMode,
+		Tools: sess.Lead().Config().Tools.Names(), Skills: e.skills.Names(), APIKeySource: apiKeySource(f.provider)})
+	if err := saveSession(e.stateDir, rec); err != nil {
+		e.logger.Warn("save session", "err", err)
+	}
+
+	var prompts func(yield func(string, error) bool)
+	if f.inputFormat == formatStreamJSON {
+		prompts = readUserMessages(a.stdin)
+	} else {
+		prompts = func(yield func(string, error) bool) { yield(f.prompt, nil) }
+	}
+	var res *team.Result
+	var runErr error
+	first := true
+	for prompt, perr := range prompts {
+		if perr != nil {
+			runErr = withCode(ExitUsage, perr)
+			break
+		}
+		start := time.Now()
+		out.startTurn()
+		if first && target != nil {
+			res, runErr = target.run(ctx, e, sess, prompt)
+		} else {
+			res, runErr = sess.RunHeadless(ctx, prompt)
+		}
+		first = false
+		if out.refused() && (runErr == nil || errors.Is(runErr, context.Canceled)) {
+			runErr = errRefused
+		}
+		out.finish(res, tl, runErr, time.Since(start))
+		if runErr != nil {
+			break
+		}
+	}
+	if first && runErr == nil {
+		runErr = withCode(ExitUsage, errors.New("--input-format stream-json: no user message on stdin"))
+	}
 	closeErr := sess.Close()
-	out.finish(res, tl, runErr, time.Since(start))
+	if res != nil {
+		rec.Team = res.Team
+	}
+	rec.Messages = sess.Lead().Messages()
+	if err := saveSession(e.stateDir, rec); err != nil {
+		e.logger.Warn("save session", "err", err)
+	}
 	if runErr == nil && closeErr != nil {
 		runErr = closeErr
 	}
 	if err := finishRecord(); err != nil && runErr == nil {
 		runErr = err
 	}
+	var ee *exitError
 	switch {
 	case runErr == nil:
 		return nil
+	case errors.As(runErr, &ee):
+		return runErr
+	case errors.Is(runErr, errRefused):
+		return withCode(ExitError, runErr)
 	case errors.Is(runErr, context.Canceled):
-		if t := res.Team; t != "" {
-			return withCode(ExitInterrupted, fmt.Errorf("interrupted; continue with: troupe resume %s", t))
+		if res != nil && res.Team != "" {
+			return withCode(ExitInterrupted, fmt.Errorf("interrupted; continue with: troupe resume %s", res.Team))
 		}
 		return withCode(ExitInterrupted, errors.New("interrupted"))
 	case errors.Is(runErr, llm.ErrAuth):
@@ -130,144 +244,20 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 	}
 }
 
-// runOutput writes a headless run's output in the chosen format.
-type runOutput struct {
-	format  string
-	stdout  io.Writer
-	stderr  io.Writer
-	verbose bool
-	mu      sync.Mutex
-	enc     *json.Encoder
-}
-
-func newRunOutput(format string, stdout, stderr io.Writer, verbose bool) *runOutput {
-	return &runOutput{format: format, stdout: stdout, stderr: stderr, verbose: verbose, enc: json.NewEncoder(stdout)}
-}
-
-// streamEvent is one line of --output-format stream-json.
-type streamEvent struct {
-	Type       string          `json:"type"`
-	Agent      string          `json:"agent"`
-	Team       string          `json:"team"`
-	Text       string          `json:"text,omitempty"`
-	Tool       string          `json:"tool,omitempty"`
-	ID         string          `json:"id,omitempty"`
-	Input      json.RawMessage `json:"input,omitempty"`
-	Content    string          `json:"content,omitempty"`
-	IsError    bool            `json:"is_error,omitempty"`
-	DurationMS int64           `json:"duration_ms,omitempty"`
-	Usage      *llm.Usage      `json:"usage,omitempty"`
-	Message    *llm.Message    `json:"message,omitempty"`
-	Error      string          `json:"error,omitempty"`
-}
-
-func (o *runOutput) observe(ev agent.Event) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	switch o.format {
-	case "stream-json":
-		se := streamEvent{Type: string(ev.Type), Agent: ev.Agent, Team: ev.Team, Text: ev.Text, Usage: ev.Usage, Message: ev.Message}
-		if ev.Err != nil {
-			se.Error = ev.Err.Error()
-		}
-		if ev.Call != nil {
-			se.Tool, se.ID = ev.Call.Name, ev.Call.ID
-			if ev.Type == agent.EventToolCall {
-				se.Input = ev.Call.Input
-			}
-		}
-		if ev.Result != nil {
-			se.Content, se.IsError = ev.Result.Content, ev.Result.IsError
-			se.DurationMS = ev.Duration.Milliseconds()
-		}
-		if ev.Type == agent.EventText || ev.Type == agent.EventThinking {
-			// Deltas are noise for machines that get the whole message
-			// in the "message" event.
-			return
-		}
-		_ = o.enc.Encode(se)
-	default:
-		switch ev.Type {
-		case agent.EventRetry:
-			fmt.Fprintf(o.stderr, "troupe: model call failed (%v); retrying in %s\n", ev.Err, ev.Delay.Round(time.Millisecond))
-		case agent.EventToolCall:
-			if o.verbose {
-				fmt.Fprintf(o.stderr, "→ %s %s\n", ev.Call.Name, oneLine(string(ev.Call.Input), 120))
-			}
-		case agent.EventToolResult:
-			if o.verbose {
-				mark := "✓"
-				if ev.Result.IsError {
-					mark = "✗"
-				}
-				fmt.Fprintf(o.stderr, "%s %s %s\n", mark, ev.Call.Name, oneLine(ev.Result.Content, 120))
-			}
-		}
+// modelName is the lead's model as the init line names it.
+func modelName(model string, pf providerFlags) string {
+	if model == "" && pf.provider == "anthropic" {
+		return anthropic.DefaultModel
 	}
+	return model
 }
 
-// runSummary is the --output-format json result, and the last line of
-// stream-json.
-type runSummary struct {
-	Type       string     `json:"type"`
-	Agent      string     `json:"agent"`
-	Team       string     `json:"team"`
-	Result     string     `json:"result"`
-	IsError    bool       `json:"is_error"`
-	Error      string     `json:"error,omitempty"`
-	Turns      int        `json:"turns"`
-	DurationMS int64      `json:"duration_ms"`
-	Usage      llm.Usage  `json:"usage"`
-	Stats      team.Stats `json:"stats"`
-	Summary    string     `json:"summary,omitempty"`
-}
-
-func (o *runOutput) finish(res *team.Result, tl *tally, err error, d time.Duration) {
-	if res == nil {
-		res = &team.Result{}
+// apiKeySource says where the key came from, in Claude Code's words.
+func apiKeySource(pf providerFlags) string {
+	if pf.provider == "anthropic" && os.Getenv("ANTHROPIC_API_KEY") != "" {
+		return "ANTHROPIC_API_KEY"
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	switch o.format {
-	case "json", "stream-json":
-		s := runSummary{Type: "result", Agent: store.LeadName, Team: res.Team, Result: res.Text,
-			Turns: res.Stats.LeadModelTurns, DurationMS: d.Milliseconds(), Usage: res.Usage, Stats: res.Stats, Summary: tl.summary()}
-		if err != nil {
-			s.IsError, s.Error = true, err.Error()
-		}
-		_ = o.enc.Encode(s)
-	default:
-		if res.Text != "" {
-			fmt.Fprintln(o.stdout, strings.TrimRight(res.Text, "\n"))
-		}
-		if sum := tl.summary(); sum != "" {
-			fmt.Fprintf(o.stdout, "\n%s; lead model turns %d (%d from idle notifications alone)\n", sum, res.Stats.LeadModelTurns, res.Stats.LeadTurnsFromIdleOnly)
-		}
-	}
-}
-
-// teamEvent writes a team journal event (stream-json only, or a line with
-// -v).
-func (o *runOutput) teamEvent(e store.Event) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	switch o.format {
-	case "stream-json":
-		if e.Type == "usage" {
-			return // the agent's own usage event already said it
-		}
-		line := map[string]any{"type": e.Type, "agent": e.Agent, "team": e.Team, "ts": e.TS}
-		for k, v := range e.Fields {
-			if _, taken := line[k]; !taken {
-				line[k] = v
-			}
-		}
-		_ = o.enc.Encode(line)
-	case "text":
-		if o.verbose {
-			fmt.Fprintf(o.stderr, "· %s %s %s\n", e.Agent, e.Type, oneLine(fmt.Sprint(e.Fields), 140))
-		}
-	}
+	return "none"
 }
 
 // oneLine folds s onto one line, cut to n characters.

@@ -49,7 +49,7 @@ func (f *teamFlags) add(fs interface {
 	DurationVar(*time.Duration, string, time.Duration, string)
 }) {
 	fs.StringVar(&f.teammateMode, "teammate-mode", team.ModeInProcess, "how teammates run: in-process (goroutines) or process (one `troupe agent` process each)")
-	fs.StringVar(&f.permissionMode, "permission-mode", "", "the lead's permission mode and the teammates' default: default, acceptEdits, plan, bypassPermissions or delegate (default: the settings' defaultMode, else bypassPermissions)")
+	fs.StringVar(&f.permissionMode, "permission-mode", "", "the lead's permission mode and the teammates' default: default, acceptEdits, plan, bypassPermissions or delegate (default: the settings' defaultMode, else default: writes and commands not allowed by a rule ask, and are refused headless)")
 	fs.BoolVar(&f.delegate, "delegate", false, "limit the lead to management tools (it coordinates, teammates do the work)")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "an idle teammate exits after this long with nothing to do (0: stays until shut down)")
 	fs.StringVar(&f.teammateModel, "teammate-model", "", "the teammates' default model (default: the lead's)")
@@ -67,8 +67,11 @@ type env struct {
 	settings *settings.Settings
 	rules    *team.Rules
 	keys     *teamkey.Keys // the teams' secret keys, outside the workspace
-	logger   *slog.Logger
-	logFile  *os.File
+	// extraSettings are --settings files, read after every other file but
+	// managed settings.
+	extraSettings []string
+	logger        *slog.Logger
+	logFile       *os.File
 
 	agents *subagent.Catalog // .claude/agents types, for the lead's Task tool
 	// snapshot is the settings the session started with; snapshotPath its
@@ -100,7 +103,7 @@ func (e *env) close() {
 // project memory and skills for the system prompts. Warnings (a bad
 // SKILL.md) go to the log file under the state directory and to warn.
 func (a *app) openEnv(dir string, warn io.Writer) (*env, error) {
-	e := &env{dir: dir, warn: warn}
+	e := &env{dir: dir, warn: warn, extraSettings: a.run.settingsFiles}
 	stateDir, err := a.stateDirFor(dir)
 	if err != nil {
 		return nil, err
@@ -184,15 +187,9 @@ func (e *env) loadRules(a *app, warn io.Writer) error {
 		}
 	}
 	e.settings = s
-	policy, err := permission.FromSettings(e.dir, s)
+	policy, err := e.policy(s)
 	if err != nil {
 		return err
-	}
-	// The rules that bind the agents are theirs to read, never to write:
-	// settings files, hook scripts, agent and command definitions, and the
-	// teams' keys (the built-in set covers .troupe, .git/hooks, …).
-	for _, p := range e.protectedPaths(s) {
-		policy.Protect(p, filepath.Join(p, "**"))
 	}
 	sandbox, err := e.sandbox(a, s)
 	if err != nil {
@@ -250,6 +247,21 @@ func (e *env) loadRules(a *app, warn io.Writer) error {
 		Sandbox:        sandbox,
 	}
 	return nil
+}
+
+// policy is the permission policy of settings s. The rules that bind the
+// agents are theirs to read, never to write: settings files, hook scripts,
+// agent and command definitions, and the teams' keys are protected (the
+// built-in set covers .troupe, .git/hooks, …).
+func (e *env) policy(s *settings.Settings) (*permission.Policy, error) {
+	policy, err := permission.FromSettings(e.dir, s)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range e.protectedPaths(s) {
+		policy.Protect(p, filepath.Join(p, "**"))
+	}
+	return policy, nil
 }
 
 // protectedPaths are the files that configure the agents, beside the
@@ -348,7 +360,9 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 		cfg.PermissionMode = e.settings.DefaultMode.Value
 	}
 	if cfg.PermissionMode == "" {
-		cfg.PermissionMode = team.PermBypass
+		// Safe by default, as Claude Code: writes and commands not covered
+		// by an allow rule ask (and are refused headless).
+		cfg.PermissionMode = team.PermDefault
 	}
 	if cfg.TeammateModel == "" {
 		cfg.TeammateModel = model
@@ -391,6 +405,7 @@ func (a *app) agentCmd() *cobra.Command {
 		keyFile               string
 		idleTimeout           time.Duration
 		pf                    providerFlags
+		allowed, disallowed   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --team T --name N",
@@ -423,6 +438,9 @@ lead's answers from forged ones.`,
 				return withCode(ExitError, err)
 			}
 			defer e.close()
+			if err := applyFlagRules(e, splitRules(allowed), splitRules(disallowed)); err != nil {
+				return err
+			}
 			t, err := e.store.Team(a.ctx, teamName)
 			if err != nil {
 				return withCode(ExitError, err)
@@ -465,6 +483,9 @@ lead's answers from forged ones.`,
 	cmd.Flags().IntVar(&keyFD, "key-fd", -1, "read the team's key from this inherited file descriptor (the lead passes it); default: the team's key file")
 	cmd.Flags().StringVar(&keyFile, "key-file", "", "read the team's key from this file (mode 0600; a copy of the team's key on another machine)")
 	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", 0, "exit after this long idle (0: stay until shut down)")
+	cmd.Flags().StringArrayVar(&allowed, "allowedTools", nil, "permission rules to allow (the lead's --allowedTools)")
+	cmd.Flags().StringArrayVar(&disallowed, "disallowedTools", nil, "permission rules to deny (the lead's --disallowedTools)")
+	cmd.Flags().StringArrayVar(&a.run.settingsFiles, "settings", nil, "another settings file (the lead's --settings)")
 	pf.add(cmd.Flags())
 	return cmd
 }

@@ -25,7 +25,7 @@ type settingsFlags struct {
 
 // settingsOptions are the settings files a session in dir reads.
 func (a *app) settingsOptions(dir string) settings.Options {
-	return settings.Options{Workspace: dir, Flag: a.settings.file}
+	return settings.Options{Workspace: dir, Flag: a.settings.file, Extra: a.run.settingsFiles}
 }
 
 // loadSettings reads the session's settings: from the lead's snapshot when

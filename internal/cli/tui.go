@@ -44,6 +44,12 @@ func (a *app) terminals() (in, out *os.File, ok bool) {
 // terminal UI.
 func (a *app) runTUI(cmd *cobra.Command) error {
 	f := &a.run
+	if err := f.check(false); err != nil {
+		return err
+	}
+	if f.continueLatest || f.resume != "" {
+		return withCode(ExitUsage, errors.New("--continue and --resume work with a headless run (-p) for now; in the terminal UI, use troupe resume TEAM"))
+	}
 	in, out, ok := a.terminals()
 	if !ok {
 		return withCode(ExitUsage, errNoTerminal)
@@ -73,6 +79,9 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 	if err != nil {
 		return withCode(ExitError, err)
 	}
+	if err := f.claude.apply(e, &cfg); err != nil {
+		return err
+	}
 	q := newFeed()
 	var sess *team.Session
 	cfg.Observe = observeWithTeam(func() *team.Session { return sess }, func(ev agent.Event) { q.push(tui.AgentMsg(ev)) })
@@ -85,7 +94,7 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 		return withCode(ExitUsage, err)
 	}
 	it := team.NewInteractive(sess, func(u team.Update) { q.push(tui.UpdateMsg(u)) })
-	model := tui.New(tui.Options{Controller: &sessionCtl{it: it, sess: sess, lead: asker}, Commands: tuiCommands(e.skills), Expand: e.skills.Expand})
+	model := tui.New(tui.Options{Controller: &sessionCtl{it: it, sess: sess, lead: asker}, Commands: tuiCommands(e.skills), Expand: e.skills.Expand, PermissionMode: sess.PermissionMode()})
 	err = a.play(model, in, out, q, func(ctx context.Context) { _ = it.Run(ctx) })
 	sess.EndHooks("prompt_input_exit")
 	closeErr := sess.Close()
@@ -139,6 +148,9 @@ type sessionCtl struct {
 	sess *team.Session
 	lead *leadAsker // the lead's own questions; nil when nobody asks
 }
+
+// SetPermissionMode switches the lead's mode (Shift+Tab).
+func (c *sessionCtl) SetPermissionMode(mode string) error { return c.sess.SetPermissionMode(mode) }
 
 func (c *sessionCtl) Submit(text string)   { c.it.Submit(text) }
 func (c *sessionCtl) Interrupt() bool      { return c.it.Interrupt() }
@@ -261,7 +273,7 @@ func (a *app) demoTUI(latency time.Duration, mode string) (ok bool, err error) {
 		return true, withCode(ExitUsage, err)
 	}
 	var runErr error
-	err = a.play(tui.New(tui.Options{Demo: true}), in, out, q, func(ctx context.Context) {
+	err = a.play(tui.New(tui.Options{Demo: true, PermissionMode: sess.PermissionMode()}), in, out, q, func(ctx context.Context) {
 		q.push(tui.PromptMsg(demoGoal))
 		start := time.Now()
 		res, err := sess.RunHeadless(ctx, demoGoal)

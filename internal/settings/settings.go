@@ -553,6 +553,8 @@ type Options struct {
 	// Flag is --settings: a file, or a JSON object given inline. It ranks
 	// below managed settings and above every other file.
 	Flag string
+	// Extra are more --settings files, ranked like Flag, in order.
+	Extra []string
 }
 
 // FlagSource is the Source.Path of settings given inline with --settings.
@@ -639,6 +641,12 @@ func (o Options) Paths() []Source {
 		out = append(out, Source{Scope: ScopeFlag, Path: FlagSource})
 	case o.Flag != "":
 		f := o.Flag
+		if abs, err := filepath.Abs(f); err == nil {
+			f = abs
+		}
+		out = append(out, Source{Scope: ScopeFlag, Path: f})
+	}
+	for _, f := range o.Extra {
 		if abs, err := filepath.Abs(f); err == nil {
 			f = abs
 		}

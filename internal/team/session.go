@@ -75,6 +75,15 @@ type Config struct {
 	PermissionMode string
 	// Delegate limits the lead to management tools.
 	Delegate bool
+	// SystemPrompt, when set, replaces the lead's whole system prompt
+	// (--system-prompt); AppendSystemPrompt is added at its end
+	// (--append-system-prompt). Teammates keep their own.
+	SystemPrompt       string
+	AppendSystemPrompt string
+	// OnDenied, when set, sees every tool call of the lead (and of its
+	// subagents) that the permission gate refused, with the reason the
+	// model was given.
+	OnDenied func(call agent.Call, reason string)
 	// Observe receives every agent's events.
 	Observe func(agent.Event)
 	// OnEvent receives team events (status changes, messages, tasks) as
@@ -267,6 +276,8 @@ func NewSession(cfg Config) (*Session, error) {
 		return nil, errors.New("team: a paced (recorded or replayed) run needs in-process teammates")
 	}
 	if cfg.PermissionMode == "" {
+		// The CLI always names a mode (default unless asked otherwise);
+		// the team tests still rely on this fallback.
 		cfg.PermissionMode = PermBypass
 	}
 	if !validPermissionMode(cfg.PermissionMode) {
@@ -293,6 +304,16 @@ func NewSession(cfg Config) (*Session, error) {
 			s.journal(ctx, t, typ, f)
 		}
 	}, store.LeadName))
+	if cfg.OnDenied != nil {
+		inner := gate
+		gate = func(ctx context.Context, c agent.Call) agent.Decision {
+			d := inner(ctx, c)
+			if !d.Allow {
+				cfg.OnDenied(c, d.Reason)
+			}
+			return d
+		}
+	}
 	s.who = who
 	s.usage = &leadUsage{s: s}
 	sub := &subagent.Runner{Provider: cfg.Provider, Model: cfg.Model, Workspace: cfg.Workspace, Parent: store.LeadName,
@@ -306,12 +327,7 @@ func NewSession(cfg Config) (*Session, error) {
 		Name:     store.LeadName,
 		Provider: cfg.Pacer.Provider(cfg.Provider, store.LeadName),
 		Model:    cfg.Model,
-		System: agent.Prompt{
-			Identity:     id,
-			Workspace:    cfg.Workspace.Dir(),
-			Instructions: leadInstructions,
-			Sections:     cfg.Sections,
-		}.String(),
+		System:     leadSystem(cfg, id),
 		Tools:      leadRegistry(b, list, cfg.Skills, tool.TaskHandlers{Subagent: subagent.Handler(sub), Teammate: s.teammateHandler}),
 		Env:        cfg.Rules.toolEnv(cfg.Workspace, store.LeadName, "", s.jobs),
 		MaxTurns:   cfg.MaxTurns,
@@ -411,17 +427,52 @@ func (s *Session) result(r *Result) *Result {
 	return r
 }
 
+// leadSystem is the lead's system prompt: troupe's own, or the one the
+// user gave instead, with the user's addition at its end.
+func leadSystem(cfg Config, id agent.Identity) string {
+	sys := cfg.SystemPrompt
+	if strings.TrimSpace(sys) == "" {
+		sys = agent.Prompt{Identity: id, Workspace: cfg.Workspace.Dir(), Instructions: leadInstructions, Sections: cfg.Sections}.String()
+	}
+	if a := strings.TrimSpace(cfg.AppendSystemPrompt); a != "" {
+		sys = strings.TrimRight(sys, "\n") + "\n\n" + a + "\n"
+	}
+	return sys
+}
+
+// PermissionMode is the mode the lead was given (or last switched to); the
+// mode in force may be stricter (see leadMode).
+func (s *Session) PermissionMode() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.PermissionMode
+}
+
+// SetPermissionMode switches the lead's permission mode from its next tool
+// call on (Shift+Tab in the terminal UI); teammates spawned later inherit
+// it unless the settings name a default. Delegate is refused here: it
+// changes the lead's tools, which are fixed when the session starts.
+func (s *Session) SetPermissionMode(mode string) error {
+	if !validPermissionMode(mode) || mode == PermDelegate {
+		return fmt.Errorf("team: cannot switch the lead to permission mode %q (want one of %s)", mode, modeNames(permission.TeammateModes))
+	}
+	s.mu.Lock()
+	s.cfg.PermissionMode = mode
+	s.mu.Unlock()
+	return nil
+}
+
 // leadMode is the lead's permission mode now: delegate when asked for, or
 // when its team's pattern has the lead only manage (an unknown pattern
 // blocks nothing).
 func (s *Session) leadMode() permission.Mode {
 	s.mu.Lock()
-	p := s.pattern
+	p, mode := s.pattern, s.cfg.PermissionMode
 	s.mu.Unlock()
-	if s.cfg.Delegate || s.cfg.PermissionMode == PermDelegate || s.cfg.Rules.manageOnly(p) {
+	if s.cfg.Delegate || mode == PermDelegate || s.cfg.Rules.manageOnly(p) {
 		return permission.Delegate
 	}
-	m, _ := permission.ParseMode(s.cfg.PermissionMode)
+	m, _ := permission.ParseMode(mode)
 	return m
 }
 
@@ -780,7 +831,7 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 		mode = s.cfg.Rules.DefaultMode
 	}
 	if mode == "" {
-		mode = s.cfg.PermissionMode
+		mode = s.PermissionMode()
 	}
 	if !validPermissionMode(mode) || mode == PermDelegate {
 		return "", fmt.Errorf("permission_mode %q is not one of %s", mode, modeNames(permission.TeammateModes))

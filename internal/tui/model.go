@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,6 +50,10 @@ type Model struct {
 	spin     spinner.Model
 	feedback bool // typing the feedback of a denial
 
+	// mode is the lead's permission mode; modes is the Shift+Tab cycle.
+	mode  string
+	modes []string
+
 	inboxName string
 	inbox     []store.Message
 	md        *markdown
@@ -86,8 +91,46 @@ func New(opts Options) *Model {
 	}
 	m.state.demo = opts.Demo
 	m.commands, m.expand = opts.Commands, opts.Expand
+	m.mode, m.modes = modeCycle(opts.PermissionMode)
 	m.resize(80, 24)
 	return m
+}
+
+// modeCycle is the mode to show first and the modes Shift+Tab cycles
+// through: Claude Code's three, and bypassPermissions only for a session
+// that started in it.
+func modeCycle(start string) (string, []string) {
+	if start == "" {
+		start = "default"
+	}
+	modes := []string{"default", "acceptEdits", "plan"}
+	if start == "bypassPermissions" {
+		modes = append(modes, start)
+	}
+	return start, modes
+}
+
+// nextMode switches the lead to the mode after the current one.
+func (m *Model) nextMode() {
+	sw, ok := m.ctl.(ModeSwitcher)
+	if !ok || m.demo {
+		return
+	}
+	next := m.modes[0]
+	for i, md := range m.modes {
+		if md == m.mode {
+			next = m.modes[(i+1)%len(m.modes)]
+		}
+	}
+	if !slices.Contains(m.modes, m.mode) {
+		m.note("The lead's mode %s cannot be changed in this session.", m.mode)
+		return
+	}
+	if err := sw.SetPermissionMode(next); err != nil {
+		m.add(entry{kind: entryError, text: err.Error()})
+		return
+	}
+	m.mode = next
 }
 
 // Init starts the spinner.
@@ -224,6 +267,9 @@ func (m *Model) key(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	case "tab":
 		m.setView((m.view + 1) % 3)
 		return m.refresh(), true
+	case "shift+tab":
+		m.nextMode()
+		return nil, true
 	case "pgup":
 		m.pane.PageUp()
 		m.follow = false

@@ -38,6 +38,12 @@ type Controller interface {
 	Inbox(ctx context.Context, name string) ([]store.Message, error)
 }
 
+// ModeSwitcher is a Controller that can change the lead's permission mode
+// while the session runs (Shift+Tab).
+type ModeSwitcher interface {
+	SetPermissionMode(mode string) error
+}
+
 // Snapshot is the team as the store has it.
 type Snapshot struct {
 	Roster *store.Roster // nil: no team yet
@@ -53,6 +59,11 @@ type Options struct {
 	Controller Controller
 	// Demo plays a story the user only watches: no input line, q quits.
 	Demo bool
+	// PermissionMode is the lead's mode at the start, always shown in the
+	// status line (default: "default"). Shift+Tab cycles default,
+	// acceptEdits and plan, as Claude Code does, and bypassPermissions too
+	// when the session started in it.
+	PermissionMode string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Commands are the user's own slash commands (skills and Claude Code

@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -352,5 +353,74 @@ func TestToolLine(t *testing.T) {
 		if got := toolLine("bash", json.RawMessage(in)); got != want {
 			t.Errorf("toolLine(%s) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// modeCtl is a controller that can switch the lead's mode.
+type modeCtl struct {
+	fakeCtl
+	set  []string
+	fail bool
+}
+
+func (c *modeCtl) SetPermissionMode(mode string) error {
+	if c.fail {
+		return errors.New("team: cannot switch")
+	}
+	c.set = append(c.set, mode)
+	return nil
+}
+
+// Shift+Tab cycles the lead's mode as Claude Code does, bypassPermissions
+// only for a session that started in it, and the status line always shows
+// the mode in force.
+func TestShiftTabCyclesPermissionMode(t *testing.T) {
+	shiftTab := tea.KeyPressMsg{Code: tea.KeyTab, Mod: tea.ModShift}
+	for _, tc := range []struct {
+		start   string
+		presses int
+		want    []string
+	}{
+		{"", 4, []string{"acceptEdits", "plan", "default", "acceptEdits"}},
+		{"plan", 1, []string{"default"}},
+		{"bypassPermissions", 5, []string{"default", "acceptEdits", "plan", "bypassPermissions", "default"}},
+		{"delegate", 2, nil},
+	} {
+		t.Run(tc.start, func(t *testing.T) {
+			ctl := &modeCtl{}
+			m, _, _ := newTest(t, Options{Controller: ctl, PermissionMode: tc.start})
+			shown := tc.start
+			if shown == "" {
+				shown = "default"
+			}
+			if !strings.Contains(m.statusLine(), shown) {
+				t.Fatalf("status line %q does not show the mode %s", m.statusLine(), shown)
+			}
+			for range tc.presses {
+				send(m, shiftTab)
+			}
+			if diff := cmp.Diff(tc.want, ctl.set); diff != "" {
+				t.Errorf("modes set (-want +got):\n%s", diff)
+			}
+			if len(tc.want) > 0 {
+				shown = tc.want[len(tc.want)-1]
+			}
+			if !strings.Contains(m.statusLine(), shown) {
+				t.Errorf("status line %q does not show the mode %s", m.statusLine(), shown)
+			}
+		})
+	}
+}
+
+// A refused switch keeps the mode shown and says why.
+func TestShiftTabRefused(t *testing.T) {
+	ctl := &modeCtl{fail: true}
+	m, _, _ := newTest(t, Options{Controller: ctl})
+	send(m, tea.KeyPressMsg{Code: tea.KeyTab, Mod: tea.ModShift})
+	if !strings.Contains(m.statusLine(), "mode default") {
+		t.Errorf("status line %q: want mode default kept", m.statusLine())
+	}
+	if !strings.Contains(m.Render(), "cannot switch") {
+		t.Errorf("the refusal is not shown:\n%s", m.Render())
 	}
 }

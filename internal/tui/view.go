@@ -238,8 +238,9 @@ func (m *Model) statusLine() string {
 		members += " " + sWarn.Render(fmt.Sprintf("%d waiting", c.waiting))
 	}
 	parts = append(parts, members, tokens(c.tokens)+" tok")
-	left := " " + strings.Join(parts, sDim.Render(" · "))
-	hint := "Esc stop · /help"
+	// The mode comes first, so that a narrow terminal never cuts it off.
+	left := " " + modeLabel(m.mode) + sDim.Render(" · ") + strings.Join(parts, sDim.Render(" · "))
+	hint := "⇧Tab mode · Esc stop · /help"
 	if m.demo {
 		hint = ""
 	}
@@ -248,6 +249,19 @@ func (m *Model) statusLine() string {
 		return left
 	}
 	return left + strings.Repeat(" ", gap) + sDim.Render(hint)
+}
+
+// modeLabel shows the lead's permission mode; the looser ones stand out.
+func modeLabel(mode string) string {
+	switch mode {
+	case "bypassPermissions":
+		return sWarn.Render("⏵⏵ " + mode)
+	case "acceptEdits":
+		return sWarn.Render("⏵⏵ " + mode)
+	case "plan":
+		return sAccent.Render("⏸ " + mode)
+	}
+	return "mode " + mode
 }
 
 // sideLines is the members panel.
@@ -454,6 +468,7 @@ func (m *Model) helpLines() []string {
 		{"Enter", "send · alt+enter or ctrl+j: new line"},
 		{"Esc", "stop the lead's turn; back to the chat"},
 		{"Tab", "chat → tasks → team"},
+		{"Shift+Tab", "the lead's permission mode: default → acceptEdits → plan"},
 		{"PgUp/PgDn", "scroll"},
 		{"y / n / f", "answer a request: allow, deny, deny with feedback"},
 	}
