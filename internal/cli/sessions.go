@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/troupe-dev/troupe/internal/secret"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -51,6 +52,8 @@ func saveSession(stateDir string, rec *sessionRecord) error {
 	if err != nil {
 		return err
 	}
+	// It holds the lead's conversation: no secret is written to disk.
+	data = secret.RedactBytes(data)
 	tmp, err := os.CreateTemp(sessionsDir(stateDir), ".session-*")
 	if err != nil {
 		return err
