@@ -324,9 +324,9 @@ func NewSession(cfg Config) (*Session, error) {
 	id := agent.Identity{Name: store.LeadName}
 	compactor, onCompact := compaction(s.Team, store.LeadName, cfg.Logger)
 	lead, err := agent.New(cfg.Rules.withCompactHooks(who, agent.Config{
-		Name:     store.LeadName,
-		Provider: cfg.Pacer.Provider(cfg.Provider, store.LeadName),
-		Model:    cfg.Model,
+		Name:       store.LeadName,
+		Provider:   cfg.Pacer.Provider(cfg.Provider, store.LeadName),
+		Model:      cfg.Model,
 		System:     leadSystem(cfg, id),
 		Tools:      leadRegistry(b, list, cfg.Skills, tool.TaskHandlers{Subagent: subagent.Handler(sub), Teammate: s.teammateHandler}),
 		Env:        cfg.Rules.toolEnv(cfg.Workspace, store.LeadName, "", s.jobs),
