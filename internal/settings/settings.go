@@ -374,8 +374,9 @@ func Parse(data []byte, src Source) (*File, error) {
 		}
 	}
 	if p := f.raw.Permissions; p != nil && p.DefaultMode != "" && !validMode(p.DefaultMode) {
-		f.Warnings = append(f.Warnings, fmt.Sprintf("%s: permissions.defaultMode %q is unknown (want one of %s); ignored", src, p.DefaultMode, strings.Join(Modes, ", ")))
-		p.DefaultMode = ""
+		// Never a silent fall back to some other mode: a mode the user
+		// mistyped must stop the run, not loosen or tighten it unseen.
+		return nil, fmt.Errorf("%w: %s: permissions.defaultMode %q is unknown (want one of %s)", ErrMalformed, src, p.DefaultMode, strings.Join(Modes, ", "))
 	}
 	return f, nil
 }

@@ -111,6 +111,7 @@ func TestParseErrors(t *testing.T) {
 		{"empty command", `{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": " "}]}]}}`, `empty "command"`},
 		{"bad timeout", `{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "x", "timeout": -1}]}]}}`, "timeout -1"},
 		{"not an object", `[1]`, "/w/.troupe/settings.json"},
+		{"unknown mode", `{"permissions": {"defaultMode": "yolo"}}`, `permissions.defaultMode "yolo" is unknown`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,15 +124,12 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestParseWarnings(t *testing.T) {
-	f, err := Parse([]byte(`{"hooks": {"PostCompact": [{"hooks": [{"type": "prompt", "command": "x"}]}]}, "permissions": {"defaultMode": "yolo"}}`), Source{Path: "s.json"})
+	f, err := Parse([]byte(`{"hooks": {"PostCompact": [{"hooks": [{"type": "prompt", "command": "x"}]}]}, "sandbox": {}, "outputStyle": "x"}`), Source{Path: "s.json"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(f.Warnings) != 3 {
 		t.Errorf("warnings = %q, want 3", f.Warnings)
-	}
-	if s := Merge(f); s.DefaultMode.Set() {
-		t.Errorf("an unknown mode was kept: %+v", s.DefaultMode)
 	}
 }
 
