@@ -245,8 +245,34 @@ func (e *env) loadRules(a *app, warn io.Writer) error {
 		StateDir:       e.stateDir,
 		ShellEnv:       shell.Environ(os.Environ(), s.Env),
 		Sandbox:        sandbox,
+		Watch:          team.NewFileWatch(e.watchedPaths(s)),
+		OnProtectedChange: func(paths []string) {
+			for _, p := range paths {
+				e.logger.Warn("protected file changed by a bash command", "path", p)
+				if warn != nil {
+					mu.Lock()
+					fmt.Fprintf(warn, "troupe: protected file %s was changed by a bash command during the run; not applied to it (review it)\n", p)
+					mu.Unlock()
+				}
+			}
+		},
 	}
 	return nil
+}
+
+// watchedPaths are the protected files whose change by a bash command is
+// flagged after the fact (the permission engine refuses the writes it can
+// read; the sandbox, when on, refuses the rest): the configuring files and
+// git's config and hooks. .troupe is troupe's own, written all the time.
+func (e *env) watchedPaths(s *settings.Settings) []string {
+	out := s.ProtectedPaths(e.dir)
+	out = append(out, filepath.Join(e.dir, ".mcp.json"), filepath.Join(e.dir, ".git", "config"), filepath.Join(e.dir, ".git", "hooks"))
+	if hooks, err := os.ReadDir(filepath.Join(e.dir, ".git", "hooks")); err == nil {
+		for _, h := range hooks {
+			out = append(out, filepath.Join(e.dir, ".git", "hooks", h.Name()))
+		}
+	}
+	return out
 }
 
 // policy is the permission policy of settings s. The rules that bind the

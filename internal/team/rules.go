@@ -2,7 +2,10 @@ package team
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/agent"
@@ -42,6 +45,51 @@ type Rules struct {
 	ShellEnv []string
 	// Sandbox, when set, runs every bash command in bubblewrap.
 	Sandbox *shell.Sandbox
+	// Watch, when set, is looked at after every bash command: a protected
+	// file it changed is named in the result and given to
+	// OnProtectedChange (the user is told).
+	Watch             *FileWatch
+	OnProtectedChange func(paths []string)
+}
+
+// FileWatch remembers what a set of files looked like (existence, size,
+// modification time) and says which changed since it last looked.
+type FileWatch struct {
+	mu    sync.Mutex
+	paths []string
+	seen  map[string]string
+}
+
+// NewFileWatch looks at paths now; later changes are what Changed reports.
+func NewFileWatch(paths []string) *FileWatch {
+	w := &FileWatch{paths: paths, seen: map[string]string{}}
+	for _, p := range paths {
+		w.seen[p] = fingerprint(p)
+	}
+	return w
+}
+
+// Changed returns the paths that changed since the last look, and takes
+// the new state as the next baseline.
+func (w *FileWatch) Changed() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, p := range w.paths {
+		if f := fingerprint(p); f != w.seen[p] {
+			w.seen[p] = f
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func fingerprint(p string) string {
+	st, err := os.Lstat(p)
+	if err != nil {
+		return "absent"
+	}
+	return fmt.Sprintf("%d %d %s", st.Size(), st.ModTime().UnixNano(), st.Mode())
 }
 
 func (r *Rules) hooks() *hook.Runner {
@@ -76,21 +124,50 @@ func (r *Rules) afterTool(ws *tool.Workspace, who hook.Who) func(ctx context.Con
 	if r != nil {
 		g = r.Guard
 	}
-	guardCheck, hooks := g.AfterBash(ws), r.hooks().AfterTool(who)
-	switch {
-	case guardCheck == nil:
-		return hooks
-	case hooks == nil:
-		return guardCheck
+	var checks []func(ctx context.Context, call agent.Call, res *tool.Result)
+	for _, c := range []func(ctx context.Context, call agent.Call, res *tool.Result){g.AfterBash(ws), r.protectedCheck(), r.hooks().AfterTool(who)} {
+		if c != nil {
+			checks = append(checks, c)
+		}
+	}
+	switch len(checks) {
+	case 0:
+		return nil
+	case 1:
+		return checks[0]
 	}
 	return func(ctx context.Context, call agent.Call, res *tool.Result) {
-		guardCheck(ctx, call, res)
-		hooks(ctx, call, res)
+		for _, c := range checks {
+			c(ctx, call, res)
+		}
 	}
 }
 
-// hidden is what searches leave out: the paths a deny rule forbids the
-// searching tool (nil when no rule could).
+// protectedCheck flags, after a bash command, a protected file it changed
+// anyway (through a path the permission engine could not read, with no
+// sandbox to stop it): the change is named in the command's result and
+// reported, and it is not applied to the run (settings are snapshotted).
+func (r *Rules) protectedCheck() func(ctx context.Context, call agent.Call, res *tool.Result) {
+	if r == nil || r.Watch == nil {
+		return nil
+	}
+	return func(_ context.Context, call agent.Call, res *tool.Result) {
+		if call.Name != "bash" {
+			return
+		}
+		changed := r.Watch.Changed()
+		if len(changed) == 0 {
+			return
+		}
+		if r.OnProtectedChange != nil {
+			r.OnProtectedChange(changed)
+		}
+		res.IsError = true
+		res.Content = strings.TrimRight(res.Content, "\n") + "\n\ntroupe: this command changed protected files (" + strings.Join(changed, ", ") +
+			"), which configure the agents; the change is not applied to this run and has been reported to the user. Do not change them."
+	}
+}
+
 // toolEnv is the tool environment of one agent: its workspace, the paths
 // its searches leave out, and how its commands run (environment and
 // sandbox). It is the one place an agent's surroundings are decided.
@@ -123,6 +200,8 @@ func (r *Rules) sandbox() *shell.Sandbox {
 	return r.Sandbox
 }
 
+// hidden is what searches leave out: the paths a deny rule forbids the
+// searching tool (nil when no rule could).
 func (r *Rules) hidden() func(tool, rel string) bool {
 	if r == nil || r.Policy == nil {
 		return nil
