@@ -93,7 +93,31 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
-	it := team.NewInteractive(sess, func(u team.Update) { q.push(tui.UpdateMsg(u)) })
+	// Changes to the files that configure the agents are put to the human
+	// for review: at once when a bash command made them, and at the end of
+	// each lead turn for any other (they apply from the next session on).
+	warnUI := func(text string) { q.push(tui.UpdateMsg(team.Update{Kind: team.UpdateWarning, Text: text})) }
+	if e.rules != nil {
+		e.rules.OnProtectedChange = func(paths []string) {
+			for _, p := range paths {
+				e.logger.Warn("protected file changed by a bash command", "path", p)
+				warnUI(fmt.Sprintf("%s was changed by a bash command; the change is not applied to this session. Review it.", p))
+			}
+		}
+	}
+	shown := map[string]bool{}
+	it := team.NewInteractive(sess, func(u team.Update) {
+		q.push(tui.UpdateMsg(u))
+		if u.Kind != team.UpdateTurnEnd {
+			return
+		}
+		for _, c := range e.settingsChanges() {
+			if text := c.String(); !shown[text] {
+				shown[text] = true
+				warnUI(text + " during the session; not applied to it (review it before the next session)")
+			}
+		}
+	})
 	model := tui.New(tui.Options{Controller: &sessionCtl{it: it, sess: sess, lead: asker}, Commands: tuiCommands(e.skills), Expand: e.skills.Expand, PermissionMode: sess.PermissionMode()})
 	err = a.play(model, in, out, q, func(ctx context.Context) { _ = it.Run(ctx) })
 	sess.EndHooks("prompt_input_exit")

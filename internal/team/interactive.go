@@ -55,6 +55,7 @@ const (
 	UpdateToLead    UpdateKind = "to_lead"    // inbox messages handed to the lead, verbatim (Messages)
 	UpdateCompacted UpdateKind = "compacted"  // /compact finished (Err, Interrupted)
 	UpdateTeam      UpdateKind = "team"       // the team is done or stalled (Text; "" when it is busy again)
+	UpdateWarning   UpdateKind = "warning"    // something the human should review (Text), e.g. a settings file changed during the run
 )
 
 // Update is a change an Interactive reports to its UI.

@@ -250,6 +250,8 @@ func (m *Model) driverUpdate(u team.Update, now time.Time) {
 		default:
 			m.note("The lead's conversation was compacted into a summary.")
 		}
+	case team.UpdateWarning:
+		m.add(entry{kind: entryError, text: u.Text})
 	case team.UpdateTeam:
 		m.teamNote = u.Text
 		if strings.HasPrefix(u.Text, "stalled") {

@@ -424,3 +424,15 @@ func TestShiftTabRefused(t *testing.T) {
 		t.Errorf("the refusal is not shown:\n%s", m.Render())
 	}
 }
+
+// TestWarningShown: a change to the files that configure the agents, made
+// during the session, is put on the screen for the human to review.
+func TestWarningShown(t *testing.T) {
+	m, _, _ := newTest(t, Options{})
+	text := "/w/.claude/settings.json was changed by a bash command; the change is not applied to this session. Review it."
+	send(m, UpdateMsg(team.Update{Kind: team.UpdateWarning, Text: text}))
+	screen := ansi.Strip(m.Render())
+	if !strings.Contains(screen, "✗ /w/.claude/settings.json was changed by a bash") {
+		t.Errorf("the warning is not on the screen:\n%s", screen)
+	}
+}
