@@ -23,7 +23,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/troupe-dev/troupe/internal/agent"
-	"github.com/troupe-dev/troupe/internal/permission/shellwords"
+	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/tool"
 )
 
@@ -135,13 +135,17 @@ func (g *Guard) CheckBash(command string, read ReadFile) error {
 	if g.Empty() {
 		return nil
 	}
-	line := shellwords.Parse(command)
-	for _, seg := range line.Segments {
-		msgs, files, ok := commitMessages(shellwords.StripAssignments(seg.Words))
+	for _, words := range permission.SimpleCommands(command) {
+		msgs, files, ok := commitMessages(words)
 		if !ok {
 			continue
 		}
 		for _, m := range msgs {
+			if m == "" {
+				// A message made at run time ("$(cat <<EOF …)"): what it
+				// will say is somewhere on the line.
+				m = command
+			}
 			if w := g.Find(m); len(w) > 0 {
 				return commitErr(w[0])
 			}

@@ -644,3 +644,22 @@ func unescape(b *strings.Builder, v string, dq bool) {
 		b.WriteByte(v[i])
 	}
 }
+
+// SimpleCommands returns the words of every simple command of cmdline the
+// parser can read: inside compound commands and substitutions, through
+// wrappers (env, nice, sudo, xargs, …) and `sh -c`/`eval` literals, with the
+// command name of an absolute path reduced to its base name. Words that
+// expand at run time are "". It is for callers that look for a command by
+// its words (the artifact guard's `git commit -m`); synthetic commands (the
+// rm that `find -delete` stands for) are left out.
+func SimpleCommands(cmdline string) [][]string {
+	var out [][]string
+	for _, c := range parseLine(cmdline).cmds {
+		if c.unknown() || c.synthetic || c.wrapper {
+			continue
+		}
+		words := append([]string{c.name()}, c.args()...)
+		out = append(out, words)
+	}
+	return out
+}
