@@ -203,7 +203,7 @@ func (c *sessionCtl) Snapshot(ctx context.Context) (tui.Snapshot, error) {
 	if err != nil {
 		return tui.Snapshot{}, err
 	}
-	tasks, err := t.Tasks().List(ctx)
+	board, err := t.Tasks().Board(ctx)
 	if err != nil {
 		return tui.Snapshot{}, err
 	}
@@ -211,7 +211,7 @@ func (c *sessionCtl) Snapshot(ctx context.Context) (tui.Snapshot, error) {
 	for _, n := range c.it.Running() {
 		running[n] = true
 	}
-	return tui.Snapshot{Roster: &r, Tasks: tasks, Running: running}, nil
+	return tui.Snapshot{Roster: &r, Tasks: board.Tasks, Corrupt: board.Corrupt, Running: running}, nil
 }
 
 func (c *sessionCtl) Inbox(ctx context.Context, name string) ([]store.Message, error) {

@@ -64,6 +64,7 @@ type state struct {
 	members  map[string]*member
 	order    []string // members in order of arrival, the lead first
 	tasks    map[string]*store.Task
+	corrupt  []store.Corrupt // board entries that cannot be read
 	timeline []event
 	teamName string
 	teamNote string // "done", "stalled: …" from the driver
@@ -355,6 +356,7 @@ func (s *state) snapshot(sn Snapshot) {
 			m.status = "dead"
 		}
 	}
+	s.corrupt = sn.Corrupt
 	s.tasks = map[string]*store.Task{}
 	for _, t := range sn.Tasks {
 		t := t

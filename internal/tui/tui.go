@@ -48,6 +48,9 @@ type ModeSwitcher interface {
 type Snapshot struct {
 	Roster *store.Roster // nil: no team yet
 	Tasks  []store.Task
+	// Corrupt are the tasks whose files cannot be read: shown on the
+	// board as corrupt, never hidden.
+	Corrupt []store.Corrupt
 	// Running names the teammates whose runtime is up; a member that is
 	// neither shut down nor running is shown dead. Nil: unknown.
 	Running map[string]bool

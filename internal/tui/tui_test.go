@@ -436,3 +436,20 @@ func TestWarningShown(t *testing.T) {
 		t.Errorf("the warning is not on the screen:\n%s", screen)
 	}
 }
+
+// TestCorruptTaskOnBoard: a task whose file cannot be read is shown on the
+// board as corrupt, with its file and what is wrong.
+func TestCorruptTaskOnBoard(t *testing.T) {
+	m, _, _ := newTest(t, Options{})
+	send(m, snapshotMsg{snap: Snapshot{
+		Roster:  &store.Roster{Name: "crew"},
+		Tasks:   []store.Task{{ID: "1", Subject: "fine", Status: store.TaskPending}},
+		Corrupt: []store.Corrupt{{ID: "2", Path: "/w/.troupe/teams/crew/tasks/2.json", Err: "unexpected end of JSON input"}},
+	}})
+	m.setView(viewTasks)
+	m.layout()
+	screen := ansi.Strip(m.Render())
+	if !strings.Contains(screen, "✗ #2 corrupt: unexpected end of JSON input") {
+		t.Errorf("the corrupt task is not on the board:\n%s", screen)
+	}
+}

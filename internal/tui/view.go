@@ -378,7 +378,7 @@ func (m *Model) tasksLines() []string {
 	tasks := m.sortedTasks()
 	c := m.counts()
 	out := []string{"", sBold.Render(fmt.Sprintf(" TASK BOARD · %d/%d done", c.done, c.total)), ""}
-	if len(tasks) == 0 {
+	if len(tasks) == 0 && len(m.corrupt) == 0 {
 		return append(out, sDim.Render(wrap(" No tasks yet. The lead puts them on the board as it plans the work.", w)))
 	}
 	rightW := min(18, w/3)
@@ -402,7 +402,10 @@ func (m *Model) tasksLines() []string {
 		left := fmt.Sprintf(" %s #%s %s", style.Render(glyph), t.ID, t.Subject)
 		out = append(out, fit(left, w-rightW-1)+" "+sDim.Render(fit(text.OneLine(right, rightW), rightW)))
 	}
-	out = append(out, "", sDim.Render(" ○ pending  ◌ blocked  ● in progress  ✓ done"))
+	for _, c := range m.corrupt {
+		out = append(out, prefixed(sErr.Render(" ✗ "), "   ", wrap(fmt.Sprintf("#%s corrupt: %s (%s)", c.ID, c.Err, c.Path), w-3), sErr)...)
+	}
+	out = append(out, "", sDim.Render(" ○ pending  ◌ blocked  ● in progress  ✓ done  ✗ corrupt"))
 	return out
 }
 
