@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,6 +30,7 @@ type runFlags struct {
 	maxRetries     int
 	verbose        bool
 	settingsFiles  []string
+	settingsInline string // --settings given a JSON object
 	continueLatest bool
 	resume         string
 	claude         claudeFlags
@@ -92,7 +94,19 @@ func (f *runFlags) check(headless bool) error {
 		return err
 	}
 	var err error
-	if f.settingsFiles, err = checkPaths(f.settingsFiles, false, "--settings"); err != nil {
+	// --settings takes a file or, as Claude Code's does, a JSON object.
+	var files []string
+	for _, v := range f.settingsFiles {
+		if !strings.HasPrefix(strings.TrimSpace(v), "{") {
+			files = append(files, v)
+			continue
+		}
+		if f.settingsInline != "" {
+			return withCode(ExitUsage, errors.New("--settings: give at most one JSON object (files may be repeated)"))
+		}
+		f.settingsInline = v
+	}
+	if f.settingsFiles, err = checkPaths(files, false, "--settings"); err != nil {
 		return err
 	}
 	if f.claude.addDirs, err = checkPaths(f.claude.addDirs, true, "--add-dir"); err != nil {

@@ -25,7 +25,11 @@ type settingsFlags struct {
 
 // settingsOptions are the settings files a session in dir reads.
 func (a *app) settingsOptions(dir string) settings.Options {
-	return settings.Options{Workspace: dir, Flag: a.settings.file, Extra: a.run.settingsFiles}
+	flag := a.settings.file
+	if flag == "" {
+		flag = a.run.settingsInline
+	}
+	return settings.Options{Workspace: dir, Flag: flag, Extra: a.run.settingsFiles}
 }
 
 // loadSettings reads the session's settings: from the lead's snapshot when
