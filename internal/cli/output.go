@@ -361,6 +361,9 @@ type resultMessage struct {
 type troupeResult struct {
 	Stats   team.Stats `json:"stats"`
 	Summary string     `json:"summary,omitempty"`
+	// End is how the run ended (team.End); Why explains a stall.
+	End team.End `json:"end,omitempty"`
+	Why string   `json:"why,omitempty"`
 }
 
 // resultSubtype is Claude Code's name for how a run ended.
@@ -390,7 +393,7 @@ func (o *runOutput) finish(res *team.Result, tl *tally, err error, d time.Durati
 			DurationMS: d.Milliseconds(), DurationAPIMS: o.apiTime.Milliseconds(), NumTurns: res.Stats.LeadModelTurns,
 			Result: res.Text, SessionID: o.cfg.SessionID, Usage: o.total, ModelUsage: o.byModel,
 			PermissionDenials: append([]permissionDenial{}, o.denials...), UUID: newUUID(),
-			Agent: store.LeadName, Team: res.Team, Troupe: troupeResult{Stats: res.Stats, Summary: tl.summary()}}
+			Agent: store.LeadName, Team: res.Team, Troupe: troupeResult{Stats: res.Stats, Summary: tl.summary(), End: res.End, Why: res.Why}}
 		if o.leadStop != "" {
 			sr := o.leadStop
 			r.StopReason = &sr

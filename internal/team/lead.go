@@ -56,6 +56,11 @@ type assessment struct {
 	problems []string
 	// human: members wait for answers only the human can give.
 	human []string
+	// mark grows whenever the team moves forward: members joined and
+	// tasks completed (a task handed back or reassigned is no progress by
+	// itself). A stall the lead was told of that is still there at an
+	// unchanged mark is final.
+	mark int
 }
 
 func busy(why string) (assessment, error) { return assessment{busy: true, busyWhy: why}, nil }
@@ -162,7 +167,11 @@ func (s *Session) assess(ctx context.Context, t store.Team) (assessment, error) 
 		a.problems = append(a.problems, corruptWhy(board.Corrupt))
 	}
 	open := 0
+	a.mark = len(r.Members)
 	for _, task := range tasks {
+		if task.Status == store.TaskCompleted {
+			a.mark++
+		}
 		if task.Status != store.TaskPending && task.Status != store.TaskInProgress {
 			continue
 		}
@@ -301,15 +310,11 @@ func (w *leadWaker) poll(ctx context.Context, t store.Team) (wake, bool, error) 
 	case a.done:
 		return wake{end: EndDone}, true, nil
 	case a.stuck():
-		mark, err := progress(ctx, t)
-		if err != nil {
-			return wake{}, false, err
-		}
-		if w.stallMark == mark {
+		if w.stallMark == a.mark {
 			// The lead had its turn and nothing moved.
 			return wake{end: EndStalled, endWhy: a.why()}, true, nil
 		}
-		w.stallMark = mark
+		w.stallMark = a.mark
 		in := []llm.Block{llm.TextBlock(stallNotice(a))}
 		in = append(in, messageBlocks(w.held)...)
 		w.held = nil
@@ -318,28 +323,6 @@ func (w *leadWaker) poll(ctx context.Context, t store.Team) (wake, bool, error) 
 		return wake{end: EndWaitingHuman, endWhy: strings.Join(a.human, ", ") + " wait for the human's answer"}, true, nil
 	}
 	return wake{}, false, nil
-}
-
-// progress is a number that grows whenever the team moves forward: tasks
-// completed and members joined (a task handed back or reassigned is no
-// progress by itself). A stall the lead was told of that is still there at
-// an unchanged mark is final.
-func progress(ctx context.Context, t store.Team) (int, error) {
-	r, err := t.ReadRoster(ctx)
-	if err != nil {
-		return 0, err
-	}
-	tasks, err := t.Tasks().List(ctx)
-	if err != nil {
-		return 0, err
-	}
-	n := len(r.Members)
-	for _, task := range tasks {
-		if task.Status == store.TaskCompleted {
-			n++
-		}
-	}
-	return n, nil
 }
 
 // stallNotice tells the lead why its team cannot go on, once, so it can fix
