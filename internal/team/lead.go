@@ -113,9 +113,21 @@ func (s *Session) assess(ctx context.Context, t store.Team) (assessment, error) 
 	}
 	s.mu.Unlock()
 	stuckOnAnswer := map[string]bool{} // live members waiting for an answer that has not come
+	waitsOnLead := func(name string, reqs []store.Message) {
+		stuckOnAnswer[name] = true
+		for _, req := range reqs {
+			a.problems = append(a.problems, fmt.Sprintf("%s waits for your answer to its %s (request_id %s)",
+				name, strings.ReplaceAll(req.Type, "_", " "), req.RequestID))
+		}
+	}
 	for _, m := range live {
 		switch m.Status {
 		case store.StatusIdle:
+			// Idle with a plan waiting for approval: only the answer
+			// wakes it, so it claims nothing meanwhile.
+			if reqs := asked[m.Name]; len(reqs) > 0 {
+				waitsOnLead(m.Name, reqs)
+			}
 		case StatusWaiting:
 			reqs := asked[m.Name]
 			if len(reqs) == 0 {
@@ -126,11 +138,7 @@ func (s *Session) assess(ctx context.Context, t store.Team) (assessment, error) 
 				}
 				return busy(m.Name + "'s request is on its way")
 			}
-			stuckOnAnswer[m.Name] = true
-			for _, req := range reqs {
-				a.problems = append(a.problems, fmt.Sprintf("%s waits for your answer to its %s (request_id %s)",
-					m.Name, strings.ReplaceAll(req.Type, "_", " "), req.RequestID))
-			}
+			waitsOnLead(m.Name, reqs)
 		default:
 			return busy(m.Name + " is working")
 		}
