@@ -167,7 +167,8 @@ func (v *View) taskChange(env teamevent.Envelope, c teamevent.TaskChange, comple
 		}
 	}
 	if t.Status == store.TaskCompleted || t.Status == store.TaskDeleted {
-		v.unblock(t.ID)
+		v.unblock(t.ID, t.Status == store.TaskDeleted)
+		t.Blocks = nil
 	}
 	if complete {
 		v.line(env.TS, env.Agent, teamevent.TaskComplete{TaskChange: c}, fmt.Sprintf("completes task #%s", t.ID), c.Owner)

@@ -403,12 +403,14 @@ func (v *View) task(id string) *store.Task {
 	return t
 }
 
-// unblock removes a finished task from every other task's blocked_by, as
-// the board does.
-func (v *View) unblock(id string) {
+// unblock removes a finished task from every other task's blocked_by (and
+// a deleted one from their blocks too), as the board does.
+func (v *View) unblock(id string, deleted bool) {
 	for _, t := range v.tasks {
 		t.BlockedBy = remove(t.BlockedBy, id)
-		t.Blocks = remove(t.Blocks, id)
+		if deleted {
+			t.Blocks = remove(t.Blocks, id)
+		}
 	}
 }
 
