@@ -471,3 +471,41 @@ func TestCorruptTaskOnBoard(t *testing.T) {
 		t.Errorf("the corrupt task is not on the board:\n%s", screen)
 	}
 }
+
+// TestJournalAsReadFromDisk: journal lines read back from a file (lists as
+// []any, numbers as float64) show as their in-process twins do.
+func TestJournalAsReadFromDisk(t *testing.T) {
+	m, _, _ := newTest(t, Options{})
+	send(m, tea.WindowSizeMsg{Width: 120, Height: 40},
+		ev("task_create", store.LeadName, map[string]any{"task": "1", "subject": "API"}, t0),
+		ev("task_create", store.LeadName, map[string]any{"task": "2", "subject": "UI", "blocked_by": []any{}}, t0),
+		ev("task_update", store.LeadName, map[string]any{"task": "2", "status": "pending", "owner": "", "add_blocked_by": []any{"1"}}, t0),
+		ev("claim", "alice", map[string]any{"task": []any{"not a string"}}, t0), // skipped, not half-applied
+	)
+	m.setView(viewTasks)
+	m.layout()
+	screen := ansi.Strip(m.Render())
+	if !strings.Contains(screen, "#2 UI") || !strings.Contains(screen, "waits for #1") {
+		t.Errorf("the dependency read from disk is not on the board:\n%s", screen)
+	}
+	if strings.Contains(screen, "alice") {
+		t.Errorf("a malformed claim was applied:\n%s", screen)
+	}
+}
+
+// TestRequestAnsweredElsewhere: a request the journal says was answered
+// (from another UI, or timed out) leaves the prompt.
+func TestRequestAnsweredElsewhere(t *testing.T) {
+	m, _, _ := newTest(t, Options{})
+	send(m,
+		RequestMsg(store.Message{Type: store.TypePermissionRequest, From: "alice", RequestID: "perm-1", ToolName: "bash"}),
+		RequestMsg(store.Message{Type: store.TypePlanApprovalRequest, From: "bob", RequestID: "plan-1", Content: "the plan"}),
+		ev("permission", "alice", map[string]any{"request_id": "perm-1", "member": "alice", "tool": "bash", "approve": false, "why": "no answer in time"}, t0))
+	var got []string
+	for _, p := range m.requests() {
+		got = append(got, p.ID)
+	}
+	if diff := cmp.Diff([]string{"plan-1"}, got); diff != "" {
+		t.Errorf("requests waiting (-want +got):\n%s", diff)
+	}
+}
