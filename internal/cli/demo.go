@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
+	"github.com/troupe-dev/troupe/internal/teamevent"
 )
 
 // demoGoal is what the demo's lead is asked.
@@ -268,64 +269,69 @@ func (t *timeline) agentEvent(ev agent.Event) {
 }
 
 func (t *timeline) teamEvent(e store.Event) {
-	f := e.Field
-	switch e.Type {
-	case "team_create":
-		t.line(e.Agent, "creates team %s", e.Team)
-	case "task_create":
-		t.line(e.Agent, "adds task #%s: %s", f("task"), f("subject"))
-	case "task_update":
-		if deps, ok := e.Fields["add_blocked_by"].([]string); ok {
-			t.line(e.Agent, "task #%s waits for #%s", f("task"), strings.Join(deps, ", #"))
+	env, err := teamevent.Decode(e)
+	if err != nil {
+		return // a line of the wrong shape tells the story nothing
+	}
+	who := env.Agent
+	switch ev := env.Event.(type) {
+	case teamevent.TeamCreate:
+		t.line(who, "creates team %s", env.Team)
+	case teamevent.TaskCreate:
+		t.line(who, "adds task #%s: %s", ev.Task, ev.Subject)
+	case teamevent.TaskUpdate:
+		if len(ev.AddBlockedBy) > 0 {
+			t.line(who, "task #%s waits for #%s", ev.Task, strings.Join(ev.AddBlockedBy, ", #"))
 		}
-	case "spawn":
+	case teamevent.Spawn:
 		extra := ""
-		if e.Fields["plan_mode_required"] == true {
+		if ev.PlanModeRequired {
 			extra = ", plan mode"
 		}
-		t.line(e.Agent, "spawns %s (%s%s)", f("member"), f("role"), extra)
-	case "claim":
-		t.line(e.Agent, "claims task #%s: %s", f("task"), f("subject"))
-	case "complete":
-		t.line(e.Agent, "completes task #%s", f("task"))
-	case "status":
-		switch f("status") {
+		t.line(who, "spawns %s (%s%s)", ev.Member, ev.Role, extra)
+	case teamevent.Claim:
+		t.line(who, "claims task #%s: %s", ev.Task, ev.Subject)
+	case teamevent.TaskComplete:
+		t.line(who, "completes task #%s", ev.Task)
+	case teamevent.Status:
+		switch ev.Status {
 		case store.StatusIdle:
-			t.line(e.Agent, "is idle")
+			t.line(who, "is idle")
 		case store.StatusShutdown:
-			t.line(e.Agent, "has shut down")
+			t.line(who, "has shut down")
 		}
-	case "send":
-		typ := f("msg_type")
-		if typ == store.TypeIdleNotification {
-			return
+	case teamevent.Send:
+		t.send(who, ev)
+	case teamevent.TeamDelete:
+		t.line(who, "deletes team %s", env.Team)
+	}
+}
+
+func (t *timeline) send(who string, ev teamevent.Send) {
+	text := ev.Content
+	switch ev.MsgType {
+	case store.TypeIdleNotification:
+	case store.TypeMessage:
+		t.line(who, "→ %s: %s", ev.To, oneLine(text, 90))
+	case store.TypeBroadcast:
+		t.line(who, "→ %s (broadcast): %s", ev.To, oneLine(text, 80))
+	case store.TypePlanApprovalResponse:
+		verdict := "rejects"
+		if ev.Approve != nil && *ev.Approve {
+			verdict = "approves"
 		}
-		text := f("content")
-		switch typ {
-		case store.TypeMessage:
-			t.line(e.Agent, "→ %s: %s", f("to"), oneLine(text, 90))
-		case store.TypeBroadcast:
-			t.line(e.Agent, "→ %s (broadcast): %s", f("to"), oneLine(text, 80))
-		case store.TypePlanApprovalResponse:
-			verdict := "rejects"
-			if e.Fields["approve"] == true {
-				verdict = "approves"
-			}
-			t.mu.Lock()
-			if t.plan == nil {
-				t.plan = map[string]int{}
-			}
-			t.plan[verdict]++
-			t.mu.Unlock()
-			if fb := f("feedback"); fb != "" {
-				text = fb
-			}
-			t.line(e.Agent, "%s %s's plan: %s", verdict, f("to"), oneLine(text, 70))
-		default:
-			t.line(e.Agent, "→ %s [%s] %s", f("to"), typ, oneLine(text, 70))
+		t.mu.Lock()
+		if t.plan == nil {
+			t.plan = map[string]int{}
 		}
-	case "team_delete":
-		t.line(e.Agent, "deletes team %s", e.Team)
+		t.plan[verdict]++
+		t.mu.Unlock()
+		if ev.Feedback != "" {
+			text = ev.Feedback
+		}
+		t.line(who, "%s %s's plan: %s", verdict, ev.To, oneLine(text, 70))
+	default:
+		t.line(who, "→ %s [%s] %s", ev.To, ev.MsgType, oneLine(text, 70))
 	}
 }
 

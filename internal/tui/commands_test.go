@@ -24,12 +24,12 @@ func TestUserCommands(t *testing.T) {
 		Expand:   expand,
 	})
 	typeLine(m, "/fix-issue 42")
-	if last := m.entries[len(m.entries)-1]; last.kind != entryUser || last.text != "/fix-issue 42" {
+	if last := lastEntry(m); last.kind != entryUser || last.text != "/fix-issue 42" {
 		t.Errorf("chat shows %+v, want the typed command", last)
 	}
 	typeLine(m, "/tasks")
 	typeLine(m, "/unknown x")
-	if last := m.entries[len(m.entries)-1]; last.kind != entryError {
+	if last := lastEntry(m); last.kind != entryError {
 		t.Errorf("unknown command gave %+v", last)
 	}
 	if diff := cmp.Diff([]string{"submit Fix issue 42", "snapshot"}, ctl.calls); diff != "" {

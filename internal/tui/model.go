@@ -16,6 +16,8 @@ import (
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
+	"github.com/troupe-dev/troupe/internal/teamevent"
+	"github.com/troupe-dev/troupe/internal/teamview"
 )
 
 // viewKind is what the main pane shows.
@@ -79,7 +81,7 @@ func New(opts Options) *Model {
 	})
 	in.Focus()
 	m := &Model{
-		state:  newState(),
+		state:  newState(opts.Demo),
 		ctl:    opts.Controller,
 		now:    opts.Now,
 		demo:   opts.Demo,
@@ -89,7 +91,6 @@ func New(opts Options) *Model {
 		spin:   spinner.New(spinner.WithSpinner(spinner.MiniDot)),
 		md:     newMarkdown(),
 	}
-	m.state.demo = opts.Demo
 	m.commands, m.expand = opts.Commands, opts.Expand
 	m.mode, m.modes = modeCycle(opts.PermissionMode)
 	m.resize(80, 24)
@@ -162,25 +163,28 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.spin, cmd = m.spin.Update(msg)
 		cmds = append(cmds, cmd)
 	case AgentMsg:
-		m.agentEvent(agent.Event(msg), now)
+		m.team.Apply(now, agent.Event(msg))
 	case TeamMsg:
-		e := store.Event(msg)
-		m.teamEvent(e)
+		env, err := teamevent.Decode(store.Event(msg))
+		if err != nil {
+			break // a line of the wrong shape tells nothing
+		}
+		m.team.Apply(now, env)
 		if m.view == viewTasks || m.view == viewTeam {
-			switch e.Type {
-			case "task_create", "task_update", "complete", "claim", "status", "spawn":
+			switch env.Event.(type) {
+			case teamevent.TaskCreate, teamevent.TaskUpdate, teamevent.TaskComplete, teamevent.Claim,
+				teamevent.Status, teamevent.Spawn, teamevent.Dead, teamevent.HandBack:
 				cmds = append(cmds, m.refresh())
 			}
 		}
+	case DeliveredMsg:
+		m.team.Apply(now, teamview.Delivered{Agent: msg.Agent, Messages: msg.Messages, At: msg.At})
 	case UpdateMsg:
 		m.driverUpdate(team.Update(msg), now)
 	case RequestMsg:
-		r := store.Message(msg)
-		m.requests = append(m.requests, r)
-		m.add(entry{kind: entryRequest, who: r.From, text: requestText(r)})
-		m.stream = -1
+		m.team.Apply(now, teamview.Request(msg))
 	case PromptMsg:
-		m.add(entry{kind: entryUser, text: string(msg)})
+		m.team.Apply(now, teamview.Prompt{Text: string(msg)})
 	case FinishedMsg:
 		f := msg
 		m.finished = &f
@@ -194,7 +198,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.view, m.follow = viewChat, true
 	case snapshotMsg:
 		if msg.err == nil {
-			m.snapshot(msg.snap)
+			m.team.Apply(now, msg.snap)
 		}
 	case inboxMsg:
 		m.inboxName, m.inbox = msg.name, msg.msgs
@@ -230,17 +234,15 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 func (m *Model) driverUpdate(u team.Update, now time.Time) {
 	switch u.Kind {
 	case team.UpdateTurnStart:
-		m.setBusy(true, now)
+		m.team.Apply(now, teamview.TurnStart{Why: u.Why})
 	case team.UpdateTurnEnd:
-		m.setBusy(false, now)
-		switch {
-		case u.Interrupted:
+		// A failure goes in the lead's transcript (the teamview's).
+		m.team.Apply(now, teamview.TurnEnd{Err: u.Err, Interrupted: u.Interrupted})
+		if u.Interrupted {
 			m.note("Interrupted. The lead keeps the conversation; say what to do next.")
-		case u.Err != nil:
-			m.add(entry{kind: entryError, text: "the lead's turn failed: " + u.Err.Error()})
 		}
 	case team.UpdateToLead:
-		m.fromTeam(u.Messages)
+		m.team.Apply(now, teamview.Delivered{Agent: store.LeadName, Messages: u.Messages, At: "idle"})
 	case team.UpdateCompacted:
 		switch {
 		case u.Interrupted:
@@ -251,9 +253,9 @@ func (m *Model) driverUpdate(u team.Update, now time.Time) {
 			m.note("The lead's conversation was compacted into a summary.")
 		}
 	case team.UpdateWarning:
-		m.add(entry{kind: entryError, text: u.Text})
+		m.team.Apply(now, teamview.Warning{Text: u.Text})
 	case team.UpdateTeam:
-		m.teamNote = u.Text
+		m.team.Apply(now, teamview.TeamState{Text: u.Text})
 		if strings.HasPrefix(u.Text, "stalled") {
 			m.note("The team is %s.", u.Text)
 		}
@@ -282,7 +284,7 @@ func (m *Model) key(k tea.KeyPressMsg) (tea.Cmd, bool) {
 		return nil, true
 	case "esc":
 		switch {
-		case m.busy && m.ctl != nil && m.ctl.Interrupt():
+		case m.busy() && m.ctl != nil && m.ctl.Interrupt():
 			m.note("Stopping the lead…")
 		case m.feedback:
 			m.feedback = false
@@ -298,7 +300,7 @@ func (m *Model) key(k tea.KeyPressMsg) (tea.Cmd, bool) {
 		}
 		return nil, true
 	}
-	if len(m.requests) > 0 && !m.feedback {
+	if len(m.requests()) > 0 && !m.feedback {
 		return m.answerKey(k.String())
 	}
 	if k.String() == "enter" {
@@ -333,11 +335,12 @@ func (m *Model) answerKey(k string) (tea.Cmd, bool) {
 }
 
 func (m *Model) answer(approve bool, feedback string) tea.Cmd {
-	if len(m.requests) == 0 {
+	waiting := m.requests()
+	if len(waiting) == 0 {
 		return nil
 	}
-	r := m.requests[0]
-	m.requests = m.requests[1:]
+	r := waiting[0].Message
+	m.team.Apply(m.now(), teamview.Answered{RequestID: waiting[0].ID})
 	verdict := "denied"
 	if approve {
 		verdict = "allowed"
@@ -393,8 +396,7 @@ func (m *Model) submit(text string) tea.Cmd {
 		}
 	}
 	m.setView(viewChat)
-	m.add(entry{kind: entryUser, text: text})
-	m.stream = -1
+	m.team.Apply(m.now(), teamview.Prompt{Text: text})
 	if m.ctl != nil {
 		m.ctl.Submit(text)
 	}
@@ -437,7 +439,7 @@ func (m *Model) command(text string) tea.Cmd {
 		if m.ctl != nil {
 			m.ctl.Compact(arg)
 		}
-		if m.busy {
+		if m.busy() {
 			m.note("The lead's conversation will be compacted when its turn ends.")
 		} else {
 			m.note("Compacting the lead's conversation…")
@@ -448,8 +450,7 @@ func (m *Model) command(text string) tea.Cmd {
 			if prompt, ok := m.expand(name, arg); ok {
 				// The chat shows what was typed; the lead gets the
 				// command's text with the arguments filled in.
-				m.add(entry{kind: entryUser, text: text})
-				m.stream = -1
+				m.team.Apply(m.now(), teamview.Prompt{Text: text})
 				if m.ctl != nil {
 					m.ctl.Submit(prompt)
 				}
@@ -482,15 +483,5 @@ func (m *Model) refresh() tea.Cmd {
 	}
 }
 
-func requestText(r store.Message) string {
-	switch r.Type {
-	case store.TypePlanApprovalRequest:
-		return "asks you to approve a plan:\n" + strings.TrimSpace(r.Content)
-	case store.TypePermissionRequest:
-		if arg := toolArg(r.ToolInput); arg != "" {
-			return fmt.Sprintf("asks to run %s: %s", r.ToolName, arg)
-		}
-		return "asks to run " + r.ToolName
-	}
-	return r.Content
-}
+// requestText is what a request asks.
+func requestText(r store.Message) string { return teamview.RequestText(r) }

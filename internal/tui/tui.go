@@ -6,8 +6,10 @@
 //
 // It shows what the agents and the team report (as messages sent to the
 // program) and acts only through a Controller: it never touches the store
-// or an agent itself. Views are functions of the model's state, so they are
-// tested with golden files.
+// or an agent itself. The team's state is a teamview.View (shared with the
+// web dashboard); the UI keeps only its own (input, views, scroll, its
+// remarks). Views are functions of that state, so they are tested with
+// golden files.
 package tui
 
 import (
@@ -17,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
+	"github.com/troupe-dev/troupe/internal/teamview"
 )
 
 // Controller is what the UI asks of the session behind it. Methods that may
@@ -44,17 +47,11 @@ type ModeSwitcher interface {
 	SetPermissionMode(mode string) error
 }
 
-// Snapshot is the team as the store has it.
-type Snapshot struct {
-	Roster *store.Roster // nil: no team yet
-	Tasks  []store.Task
-	// Corrupt are the tasks whose files cannot be read: shown on the
-	// board as corrupt, never hidden.
-	Corrupt []store.Corrupt
-	// Running names the teammates whose runtime is up; a member that is
-	// neither shut down nor running is shown dead. Nil: unknown.
-	Running map[string]bool
-}
+// Snapshot is the team as the store has it: its roster, its board, the
+// tasks whose files cannot be read (shown as corrupt, never hidden), and
+// the teammates whose runtime is up (a member that is neither shut down
+// nor running is shown dead; nil: unknown).
+type Snapshot = teamview.Snapshot
 
 // Options configure a Model.
 type Options struct {
@@ -85,8 +82,15 @@ type Command struct {
 type (
 	// AgentMsg is an event of any agent's run.
 	AgentMsg agent.Event
-	// TeamMsg is a team journal event.
+	// TeamMsg is a team journal event; the UI decodes it (teamevent).
 	TeamMsg store.Event
+	// DeliveredMsg: messages were handed to an agent's model (the team's
+	// OnDelivered); those to the lead are shown verbatim.
+	DeliveredMsg struct {
+		Agent    string
+		Messages []store.Message
+		At       string
+	}
 	// UpdateMsg is what the interactive driver reports.
 	UpdateMsg team.Update
 	// RequestMsg is a permission or plan approval request for the human.

@@ -209,6 +209,15 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// lastEntry is the last entry of the conversation.
+func lastEntry(m *Model) entry {
+	es := m.entries()
+	if len(es) == 0 {
+		return entry{kind: -1}
+	}
+	return es[len(es)-1]
+}
+
 func sizeName(sz [2]int) string { return fmt.Sprintf("%dx%d", sz[0], sz[1]) }
 
 // press sends a key and runs the command it returns, if any (one level:
@@ -251,7 +260,7 @@ func TestInput(t *testing.T) {
 	}
 	typeLine(m, "   ")
 	typeLine(m, "/nonsense")
-	if last := m.entries[len(m.entries)-1]; last.kind != entryError || !strings.Contains(last.text, "/help") {
+	if last := lastEntry(m); last.kind != entryError || !strings.Contains(last.text, "/help") {
 		t.Errorf("unknown command gave %+v", last)
 	}
 	want := []string{
@@ -279,7 +288,7 @@ func TestInterruptAndApprovals(t *testing.T) {
 	ctl.busy = true
 	press(m, tea.KeyPressMsg{Code: tea.KeyEscape})
 	send(m, UpdateMsg(team.Update{Kind: team.UpdateTurnEnd, Interrupted: true}))
-	if m.busy {
+	if m.busy() {
 		t.Error("still busy after the interrupted turn ended")
 	}
 	send(m,
@@ -292,8 +301,8 @@ func TestInterruptAndApprovals(t *testing.T) {
 	m.input.SetValue("add error handling")
 	press(m, enter)
 	press(m, tea.KeyPressMsg{Code: 'n', Text: "n"})
-	if len(m.requests) != 0 {
-		t.Errorf("%d requests left", len(m.requests))
+	if len(m.requests()) != 0 {
+		t.Errorf("%d requests left", len(m.requests()))
 	}
 	want := []string{"interrupt", "answer perm-1 yes ", "answer plan-1 no add error handling", "answer perm-2 no "}
 	if diff := cmp.Diff(want, ctl.calls); diff != "" {
@@ -301,16 +310,25 @@ func TestInterruptAndApprovals(t *testing.T) {
 	}
 }
 
-// TestVerbatim: what a teammate tells the lead is shown as sent, whether it
-// came while the lead waited or at one of its tool boundaries.
+// TestVerbatim: what a teammate tells the lead is shown as sent, once,
+// whether it came while the lead waited or at one of its tool boundaries
+// (delivered as typed messages, never read back from the prompt's text).
 func TestVerbatim(t *testing.T) {
 	m, _, _ := newTest(t, Options{})
 	text := "Line one.\n    indented: keep me\n\nlast *not markdown*"
+	fromBob := store.Message{ID: "m-2", From: "bob", Type: store.TypeMessage, Content: text}
 	send(m, UpdateMsg(team.Update{Kind: team.UpdateToLead, Messages: []store.Message{{From: "alice", Type: store.TypeMessage, Content: text}}}),
+		DeliveredMsg{Agent: store.LeadName, At: "tool_boundary", Messages: []store.Message{fromBob}},
+		// The same message reported twice (by the driver and by the
+		// team's OnDelivered) is shown once.
+		UpdateMsg(team.Update{Kind: team.UpdateToLead, Messages: []store.Message{fromBob}}),
+		// A teammate's deliveries are its own transcript's, not the chat's.
+		DeliveredMsg{Agent: "bob", At: "idle", Messages: []store.Message{{ID: "m-3", From: "alice", Type: store.TypeMessage, Content: "for bob"}}},
+		// The prompt text of a delivery is not read any more.
 		AgentMsg(agent.Event{Type: agent.EventDelivered, Agent: store.LeadName, Blocks: []llm.Block{
-			llm.TextBlock(`<teammate-message from="bob" type="message">` + text + `</teammate-message>`)}}))
+			llm.TextBlock(`<teammate-message from="carol" type="message">not shown</teammate-message>`)}}))
 	var got []string
-	for _, e := range m.entries {
+	for _, e := range m.entries() {
 		if e.kind == entryFromTeam {
 			got = append(got, e.who+": "+e.text)
 		}
@@ -335,11 +353,11 @@ func TestSnapshotDead(t *testing.T) {
 		Tasks:   []store.Task{{ID: "1", Subject: "x", Status: store.TaskInProgress, Owner: "alice"}},
 		Running: map[string]bool{},
 	}})
-	if got := m.members["alice"].status; got != "dead" {
-		t.Errorf("alice is %s, want dead (not running, not shut down)", got)
+	if got, _ := m.team.Member("alice"); got.Status != "dead" {
+		t.Errorf("alice is %s, want dead (not running, not shut down)", got.Status)
 	}
-	if got := m.members["bob"].status; got != store.StatusShutdown {
-		t.Errorf("bob is %s", got)
+	if got, _ := m.team.Member("bob"); got.Status != store.StatusShutdown {
+		t.Errorf("bob is %s", got.Status)
 	}
 }
 
@@ -451,5 +469,43 @@ func TestCorruptTaskOnBoard(t *testing.T) {
 	screen := ansi.Strip(m.Render())
 	if !strings.Contains(screen, "✗ #2 corrupt: unexpected end of JSON input") {
 		t.Errorf("the corrupt task is not on the board:\n%s", screen)
+	}
+}
+
+// TestJournalAsReadFromDisk: journal lines read back from a file (lists as
+// []any, numbers as float64) show as their in-process twins do.
+func TestJournalAsReadFromDisk(t *testing.T) {
+	m, _, _ := newTest(t, Options{})
+	send(m, tea.WindowSizeMsg{Width: 120, Height: 40},
+		ev("task_create", store.LeadName, map[string]any{"task": "1", "subject": "API"}, t0),
+		ev("task_create", store.LeadName, map[string]any{"task": "2", "subject": "UI", "blocked_by": []any{}}, t0),
+		ev("task_update", store.LeadName, map[string]any{"task": "2", "status": "pending", "owner": "", "add_blocked_by": []any{"1"}}, t0),
+		ev("claim", "alice", map[string]any{"task": []any{"not a string"}}, t0), // skipped, not half-applied
+	)
+	m.setView(viewTasks)
+	m.layout()
+	screen := ansi.Strip(m.Render())
+	if !strings.Contains(screen, "#2 UI") || !strings.Contains(screen, "waits for #1") {
+		t.Errorf("the dependency read from disk is not on the board:\n%s", screen)
+	}
+	if strings.Contains(screen, "alice") {
+		t.Errorf("a malformed claim was applied:\n%s", screen)
+	}
+}
+
+// TestRequestAnsweredElsewhere: a request the journal says was answered
+// (from another UI, or timed out) leaves the prompt.
+func TestRequestAnsweredElsewhere(t *testing.T) {
+	m, _, _ := newTest(t, Options{})
+	send(m,
+		RequestMsg(store.Message{Type: store.TypePermissionRequest, From: "alice", RequestID: "perm-1", ToolName: "bash"}),
+		RequestMsg(store.Message{Type: store.TypePlanApprovalRequest, From: "bob", RequestID: "plan-1", Content: "the plan"}),
+		ev("permission", "alice", map[string]any{"request_id": "perm-1", "member": "alice", "tool": "bash", "approve": false, "why": "no answer in time"}, t0))
+	var got []string
+	for _, p := range m.requests() {
+		got = append(got, p.ID)
+	}
+	if diff := cmp.Diff([]string{"plan-1"}, got); diff != "" {
+		t.Errorf("requests waiting (-want +got):\n%s", diff)
 	}
 }

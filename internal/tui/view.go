@@ -12,7 +12,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/troupe-dev/troupe/internal/store"
-	"github.com/troupe-dev/troupe/internal/team"
+	"github.com/troupe-dev/troupe/internal/teamview"
 
 	"github.com/troupe-dev/troupe/internal/text"
 )
@@ -142,8 +142,8 @@ func (m *Model) Render() string {
 
 func (m *Model) header() string {
 	left := sAccent.Render(" troupe")
-	if m.teamName != "" {
-		left += sDim.Render(" · team ") + sBold.Render(m.teamName)
+	if name := m.team.Team(); name != "" {
+		left += sDim.Render(" · team ") + sBold.Render(name)
 	}
 	if m.demo {
 		left += sDim.Render(" · demo")
@@ -178,8 +178,8 @@ func (m *Model) bottom() []string {
 		}
 		return []string{rule(hint, w)}
 	}
-	if len(m.requests) > 0 {
-		r := m.requests[0]
+	if waiting := m.requests(); len(waiting) > 0 {
+		r := waiting[0].Message
 		title := fmt.Sprintf(" ⚑ %s %s ", r.From, text.OneLine(requestText(r), w))
 		lines := []string{sWarn.Render(fit(title, w))}
 		if m.feedback {
@@ -190,7 +190,7 @@ func (m *Model) bottom() []string {
 			yes, no = "approve", "reject"
 		}
 		opts := fmt.Sprintf("  %s %s · %s %s · %s %s with feedback", sBold.Render("y"), yes, sBold.Render("n"), no, sBold.Render("f"), no)
-		if n := len(m.requests); n > 1 {
+		if n := len(waiting); n > 1 {
 			opts += sDim.Render(fmt.Sprintf("   (%d more waiting)", n-1))
 		}
 		return []string{lines[0], fit(opts, w), fit("", w)}
@@ -214,30 +214,31 @@ func (m *Model) inputLines() []string {
 // statusLine is the spinner with what the lead does, and team-wide counts.
 func (m *Model) statusLine() string {
 	now := m.now()
-	c := m.counts()
+	c := m.team.Counts()
+	lead := m.lead()
 	var parts []string
 	switch {
-	case m.busy:
-		p := fmt.Sprintf("%s lead %s %s", m.spin.View(), m.activity, elapsed(now.Sub(m.actSince)))
-		if turn := now.Sub(m.busySince); turn-now.Sub(m.actSince) >= time.Second {
+	case lead.InTurn:
+		p := fmt.Sprintf("%s lead %s %s", m.spin.View(), lead.Doing, elapsed(now.Sub(lead.DoingSince)))
+		if turn := now.Sub(lead.TurnSince); turn-now.Sub(lead.DoingSince) >= time.Second {
 			p += sDim.Render(" (turn " + elapsed(turn) + ")")
 		}
 		parts = append(parts, p)
-	case c.working > 0 && m.finished == nil:
-		parts = append(parts, fmt.Sprintf("%s %d working", m.spin.View(), c.working))
+	case c.Working > 0 && m.finished == nil:
+		parts = append(parts, fmt.Sprintf("%s %d working", m.spin.View(), c.Working))
 	case m.finished != nil:
 		parts = append(parts, sOK.Render("✓ finished"))
 	default:
 		parts = append(parts, sDim.Render("ready"))
 	}
-	if c.total > 0 {
-		parts = append(parts, fmt.Sprintf("tasks %d/%d", c.done, c.total))
+	if c.Total > 0 {
+		parts = append(parts, fmt.Sprintf("tasks %d/%d", c.Done, c.Total))
 	}
-	members := fmt.Sprintf("%d working %d idle", c.working, c.idle)
-	if c.waiting > 0 {
-		members += " " + sWarn.Render(fmt.Sprintf("%d waiting", c.waiting))
+	members := fmt.Sprintf("%d working %d idle", c.Working, c.Idle)
+	if c.Waiting > 0 {
+		members += " " + sWarn.Render(fmt.Sprintf("%d waiting", c.Waiting))
 	}
-	parts = append(parts, members, tokens(c.tokens)+" tok")
+	parts = append(parts, members, tokens(c.Tokens)+" tok")
 	// The mode comes first, so that a narrow terminal never cuts it off.
 	left := " " + modeLabel(m.mode) + sDim.Render(" · ") + strings.Join(parts, sDim.Render(" · "))
 	hint := "⇧Tab mode · Esc stop · /help"
@@ -271,27 +272,27 @@ func (m *Model) sideLines(h int) []string {
 		return nil
 	}
 	title := " TEAM"
-	if m.teamName != "" {
-		title += " " + m.teamName
+	if name := m.team.Team(); name != "" {
+		title += " " + name
 	}
 	lines := []string{sBold.Render(fit(title, sw)), ""}
-	for i, name := range m.order {
-		mem := m.members[name]
-		if len(lines)+2 > h && i < len(m.order) {
-			lines[len(lines)-1] = sDim.Render(fmt.Sprintf(" +%d more (/team)", len(m.order)-i+1))
+	roster := m.team.Roster()
+	for i, mem := range roster {
+		if len(lines)+2 > h && i < len(roster) {
+			lines[len(lines)-1] = sDim.Render(fmt.Sprintf(" +%d more (/team)", len(roster)-i+1))
 			break
 		}
-		glyph, word, style := statusLook(mem.status)
+		glyph, word, style := statusLook(mem.Status)
 		nameW := sw - 3 - ansi.StringWidth(word) - 1
-		head := " " + style.Render(glyph) + " " + fit(sBold.Render(text.OneLine(mem.name, nameW)), nameW) + " " + style.Render(word)
-		detail := mem.role
-		if t := m.currentTask(name); t != nil {
-			detail = "#" + t.ID + " " + t.Subject
+		head := " " + style.Render(glyph) + " " + fit(sBold.Render(text.OneLine(mem.Name, nameW)), nameW) + " " + style.Render(word)
+		detail := mem.Role
+		if mem.Task != "" {
+			detail = "#" + mem.Task + " " + mem.Subject
 		}
-		if mem.activity != "" && mem.status == store.StatusWorking {
-			detail = "⚙ " + mem.activity
+		if mem.Tool != "" && mem.Status == store.StatusWorking {
+			detail = "⚙ " + mem.Tool
 		}
-		tok := tokens(mem.tokens)
+		tok := tokens(mem.Tokens)
 		dw := sw - 4 - ansi.StringWidth(tok)
 		lines = append(lines, head, "   "+fit(sDim.Render(text.OneLine(detail, dw)), dw)+" "+sDim.Render(tok))
 	}
@@ -304,11 +305,11 @@ func statusLook(status string) (glyph, word string, style lipgloss.Style) {
 		return "●", "working", sOK
 	case store.StatusIdle:
 		return "○", "idle", sDim
-	case team.StatusWaiting:
+	case teamview.StatusWaiting:
 		return "⚑", "waiting", sWarn
 	case store.StatusShutdown:
 		return "·", "shut down", sDim
-	case "dead":
+	case teamview.StatusDead:
 		return "✗", "dead", sErr
 	}
 	return "◌", status, sDim
@@ -318,7 +319,8 @@ func statusLook(status string) (glyph, word string, style lipgloss.Style) {
 func (m *Model) chatLines() []string {
 	w := m.mainWidth() - 1
 	var out []string
-	if len(m.entries) == 0 {
+	entries := m.entries()
+	if len(entries) == 0 {
 		out = append(out, "")
 		out = append(out, strings.Split(sDim.Render(wrap("Tell the lead what you want done. It creates a team, puts tasks on the board and spawns teammates; they appear on the right. @name messages a teammate, /tasks shows the board, /help lists everything.", w)), "\n")...)
 		if m.demo {
@@ -327,8 +329,8 @@ func (m *Model) chatLines() []string {
 		return out
 	}
 	var prev entryKind = -1
-	for i := range m.entries {
-		e := &m.entries[i]
+	for i := range entries {
+		e := &entries[i]
 		if !(e.kind == entryTool && (prev == entryTool || prev == entryToolErr)) && !(e.kind == entryToolErr && prev == entryTool) {
 			out = append(out, "")
 		}
@@ -355,6 +357,7 @@ func (m *Model) chatLines() []string {
 			out = append(out, prefixed(sErr.Render("✗ "), "  ", wrap(e.text, w-2), sErr)...)
 		}
 	}
+	m.md.prune(entries)
 	return out
 }
 
@@ -375,10 +378,11 @@ func prefixed(first, rest, text string, style lipgloss.Style) []string {
 // tasksLines is the board.
 func (m *Model) tasksLines() []string {
 	w := m.mainWidth() - 1
-	tasks := m.sortedTasks()
-	c := m.counts()
-	out := []string{"", sBold.Render(fmt.Sprintf(" TASK BOARD · %d/%d done", c.done, c.total)), ""}
-	if len(tasks) == 0 && len(m.corrupt) == 0 {
+	board := m.team.Board()
+	tasks := board.Tasks
+	c := m.team.Counts()
+	out := []string{"", sBold.Render(fmt.Sprintf(" TASK BOARD · %d/%d done", c.Done, c.Total)), ""}
+	if len(tasks) == 0 && len(board.Corrupt) == 0 {
 		return append(out, sDim.Render(wrap(" No tasks yet. The lead puts them on the board as it plans the work.", w)))
 	}
 	rightW := min(18, w/3)
@@ -402,7 +406,7 @@ func (m *Model) tasksLines() []string {
 		left := fmt.Sprintf(" %s #%s %s", style.Render(glyph), t.ID, t.Subject)
 		out = append(out, fit(left, w-rightW-1)+" "+sDim.Render(fit(text.OneLine(right, rightW), rightW)))
 	}
-	for _, c := range m.corrupt {
+	for _, c := range board.Corrupt {
 		out = append(out, prefixed(sErr.Render(" ✗ "), "   ", wrap(fmt.Sprintf("#%s corrupt: %s (%s)", c.ID, c.Err, c.Path), w-3), sErr)...)
 	}
 	out = append(out, "", sDim.Render(" ○ pending  ◌ blocked  ● in progress  ✓ done  ✗ corrupt"))
@@ -414,27 +418,27 @@ func (m *Model) tasksLines() []string {
 func (m *Model) teamLines() []string {
 	w := m.mainWidth() - 1
 	out := []string{"", sBold.Render(" MEMBERS")}
-	for _, name := range m.order {
-		mem := m.members[name]
-		_, word, style := statusLook(mem.status)
+	for _, mem := range m.team.Roster() {
+		_, word, style := statusLook(mem.Status)
 		task := ""
-		if t := m.currentTask(name); t != nil {
-			task = "#" + t.ID
+		if mem.Task != "" {
+			task = "#" + mem.Task
 		}
-		role := mem.role
-		if name == store.LeadName {
+		role := mem.Role
+		if mem.Name == store.LeadName {
 			role = "lead"
 		}
-		line := fmt.Sprintf(" %s %s %s %s %s", fit(name, 12), fit(text.OneLine(role, 10), 10), style.Render(fit(word, 9)), fit(task, 4), tokens(mem.tokens)+" tok")
+		line := fmt.Sprintf(" %s %s %s %s %s", fit(mem.Name, 12), fit(text.OneLine(role, 10), 10), style.Render(fit(word, 9)), fit(task, 4), tokens(mem.Tokens)+" tok")
 		out = append(out, fit(line, w))
 	}
 	out = append(out, "", sBold.Render(" TIMELINE"))
-	if len(m.timeline) == 0 {
+	timeline := m.timeline()
+	if len(timeline) == 0 {
 		out = append(out, sDim.Render(" Nothing yet."))
 	}
-	for _, e := range m.timeline {
-		head := sDim.Render(" "+e.at.Local().Format("15:04:05")) + " " + sAccent.Render(fit(e.who, 10)) + " "
-		body := wrap(e.text, w-21)
+	for _, e := range timeline {
+		head := sDim.Render(" "+e.At.Local().Format("15:04:05")) + " " + sAccent.Render(fit(e.Who, 10)) + " "
+		body := wrap(e.Text, w-21)
 		out = append(out, prefixed(head, strings.Repeat(" ", 21), body, lipgloss.NewStyle())...)
 	}
 	return out
@@ -485,17 +489,25 @@ func (m *Model) helpLines() []string {
 	return out
 }
 
-// markdown renders the lead's text, caching a renderer per width.
+// markdown renders the lead's text, caching a renderer per width and each
+// entry's rendering (by its key, for its width and length: streamed text
+// only grows).
 type markdown struct {
 	width int
 	r     *glamour.TermRenderer
+	cache map[string]rendered
 }
 
-func newMarkdown() *markdown { return &markdown{} }
+type rendered struct {
+	width, length int
+	text          string
+}
+
+func newMarkdown() *markdown { return &markdown{cache: map[string]rendered{}} }
 
 func (md *markdown) render(e *entry, w int) []string {
-	if e.renderedWidth == w && e.renderedLen == len(e.text) && e.rendered != "" {
-		return strings.Split(e.rendered, "\n")
+	if c, ok := md.cache[e.key]; ok && c.width == w && c.length == len(e.text) && c.text != "" {
+		return strings.Split(c.text, "\n")
 	}
 	if md.r == nil || md.width != w {
 		style := styles.DarkStyleConfig
@@ -526,8 +538,23 @@ func (md *markdown) render(e *entry, w int) []string {
 	for len(lines) > 0 && ansi.Strip(lines[len(lines)-1]) == "" {
 		lines = lines[:len(lines)-1]
 	}
-	e.rendered, e.renderedWidth, e.renderedLen = strings.Join(lines, "\n"), w, len(e.text)
+	md.cache[e.key] = rendered{width: w, length: len(e.text), text: strings.Join(lines, "\n")}
 	return lines
+}
+
+// prune forgets the renderings of entries no longer in the conversation
+// (the transcript is bounded), once they outnumber it.
+func (md *markdown) prune(entries []entry) {
+	if len(md.cache) <= 2*len(entries)+64 {
+		return
+	}
+	keep := make(map[string]rendered, len(entries))
+	for _, e := range entries {
+		if c, ok := md.cache[e.key]; ok {
+			keep[e.key] = c
+		}
+	}
+	md.cache = keep
 }
 
 // trimRightSpace drops the padding glamour adds after the text of a line,

@@ -3,7 +3,8 @@
 // the task it served and whether it was coordination (the lead, messages,
 // protocols) or work (a teammate holding a task).
 //
-// It reads store events and must never depend on agents or teams.
+// It reads store events (decoded by teamevent) and must never depend on
+// agents or teams.
 package usage
 
 import (
@@ -15,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/teamevent"
 )
 
 // Price is USD per million tokens.
@@ -79,6 +81,13 @@ func LoadPrices(workspace string) (Prices, error) {
 	return p, nil
 }
 
+// Cost is what t's tokens cost at p, in USD (Calls and CostUSD of t are
+// not read).
+func (p Price) Cost(t Tokens) float64 {
+	return (float64(t.Input)*p.Input + float64(t.Output)*p.Output +
+		float64(t.CacheRead)*p.CacheRead + float64(t.CacheWrite)*p.CacheWrite) / 1e6
+}
+
 // Tokens counts one kind of usage.
 type Tokens struct {
 	Calls      int     `json:"calls"`
@@ -116,36 +125,30 @@ type Report struct {
 func Tally(team string, events []store.Event, prices Prices) Report {
 	r := Report{Team: team, ByAgent: map[string]Tokens{}, ByTask: map[string]Tokens{}, ByModel: map[string]Tokens{}}
 	for _, e := range events {
-		if e.Type != "usage" {
+		if e.Type != (teamevent.Usage{}).Type() {
 			continue
 		}
-		num := func(k string) int64 {
-			switch v := e.Fields[k].(type) {
-			case float64:
-				return int64(v)
-			case int64:
-				return v
-			case int:
-				return int64(v)
-			}
-			return 0
+		env, err := teamevent.Decode(e)
+		if err != nil {
+			continue // a line of the wrong shape counts for nothing
 		}
-		str := e.Field
-		t := Tokens{Calls: 1, Input: num("input_tokens"), Output: num("output_tokens"),
-			CacheRead: num("cache_read_input_tokens"), CacheWrite: num("cache_creation_input_tokens")}
-		model := str("model")
+		u, ok := env.Event.(teamevent.Usage)
+		if !ok {
+			continue
+		}
+		t := Tokens{Calls: 1, Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadTokens, CacheWrite: u.CacheWriteTokens}
+		model := u.Model
 		if p, ok := prices.Lookup(model); ok {
-			t.CostUSD = (float64(t.Input)*p.Input + float64(t.Output)*p.Output +
-				float64(t.CacheRead)*p.CacheRead + float64(t.CacheWrite)*p.CacheWrite) / 1e6
+			t.CostUSD = p.Cost(t)
 		} else {
 			t.Unpriced = 1
 		}
-		agent := str("agent_name")
+		agent := u.AgentName
 		if agent == "" {
 			agent = e.Agent
 		}
 		r.Total.add(t)
-		if str("kind") == "work" {
+		if u.Kind == teamevent.UsageWork {
 			r.Work.add(t)
 		} else {
 			r.Coordination.add(t)
@@ -153,7 +156,7 @@ func Tally(team string, events []store.Event, prices Prices) Report {
 		a := r.ByAgent[agent]
 		a.add(t)
 		r.ByAgent[agent] = a
-		if task := str("task"); task != "" {
+		if task := u.Task; task != "" {
 			x := r.ByTask[task]
 			x.add(t)
 			r.ByTask[task] = x

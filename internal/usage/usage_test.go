@@ -65,3 +65,19 @@ func TestLookup(t *testing.T) {
 		t.Error("an unknown model has a price")
 	}
 }
+
+// TestTallyShapes: a usage line counts the same whether its numbers are Go
+// integers (in process) or JSON numbers (read from disk); a line of the
+// wrong shape counts for nothing rather than as a call of zero tokens.
+func TestTallyShapes(t *testing.T) {
+	events := []store.Event{
+		{Type: "usage", Agent: "alice", Fields: map[string]any{"agent_name": "alice", "input_tokens": int64(7), "output_tokens": 3, "kind": "work"}},
+		{Type: "usage", Agent: "alice", Fields: map[string]any{"agent_name": "alice", "input_tokens": 7.0, "output_tokens": 3.0, "kind": "work"}},
+		{Type: "usage", Agent: "alice", Fields: map[string]any{"agent_name": "alice", "input_tokens": "lots"}},
+	}
+	r := Tally("t", events, DefaultPrices())
+	want := Tokens{Calls: 2, Input: 14, Output: 6, Unpriced: 2}
+	if diff := cmp.Diff(want, r.ByAgent["alice"]); diff != "" {
+		t.Errorf("alice (-want +got):\n%s", diff)
+	}
+}
