@@ -20,6 +20,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/tool"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 // Sentinel errors of a run.
@@ -86,6 +87,11 @@ type Call struct {
 	Name     string
 	Input    json.RawMessage
 	ReadOnly bool
+	// Kind is what the called tool declares it does (tool.Tool.Kind);
+	// kind.Unknown, the zero value, for a name the agent has no tool for
+	// or a call built without one: the gates treat it as able to do
+	// anything.
+	Kind kind.Kind
 	// Started is when the agent took the call up, before its gate.
 	Started time.Time
 }
@@ -435,6 +441,9 @@ func (a *Agent) runOne(ctx context.Context, use llm.Block) llm.Block {
 	start := a.cfg.Now()
 	t, ok := a.cfg.Tools.Get(use.Name)
 	call := &Call{ID: use.ID, Name: use.Name, Input: use.Input, ReadOnly: ok && t.ReadOnly(), Started: start}
+	if ok {
+		call.Kind = t.Kind()
+	}
 	a.emit(Event{Type: EventToolCall, Call: call})
 	res, ran := a.execute(ctx, t, ok, call)
 	if ran && a.cfg.AfterTool != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi/fakeapitest"
 	"github.com/troupe-dev/troupe/internal/tool"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -27,13 +28,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type fnTool struct {
 	name     string
 	readOnly bool
+	kind     kind.Kind
 	run      func(ctx context.Context, input json.RawMessage) tool.Result
 }
 
 func (f *fnTool) Spec() llm.ToolSpec {
 	return llm.ToolSpec{Name: f.name, Description: f.name, InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)}
 }
-func (f *fnTool) ReadOnly() bool { return f.readOnly }
+func (f *fnTool) ReadOnly() bool  { return f.readOnly }
+func (f *fnTool) Kind() kind.Kind { return f.kind }
 func (f *fnTool) Run(ctx context.Context, _ *tool.Env, input json.RawMessage) tool.Result {
 	return f.run(ctx, input)
 }
@@ -272,8 +275,8 @@ rules:
 `)
 	ran := map[string]bool{}
 	var mu sync.Mutex
-	mk := func(name string, ro bool) *fnTool {
-		return &fnTool{name: name, readOnly: ro, run: func(context.Context, json.RawMessage) tool.Result {
+	mk := func(name string, ro bool, k kind.Kind) *fnTool {
+		return &fnTool{name: name, readOnly: ro, kind: k, run: func(context.Context, json.RawMessage) tool.Result {
 			mu.Lock()
 			ran[name] = true
 			mu.Unlock()
@@ -288,15 +291,20 @@ rules:
 		}
 		return agent.Decision{Reason: "plan mode: writing tools wait for plan approval"}
 	}
-	a := newAgent(t, srv, func(c *agent.Config) { c.Gate = gate }, mk("write", false), mk("look", true))
+	a := newAgent(t, srv, func(c *agent.Config) { c.Gate = gate }, mk("write", false, kind.Edit), mk("look", true, kind.Read))
 	if _, err := a.Run(context.Background(), llm.TextBlock("go")); err != nil {
 		t.Fatal(err)
 	}
 	if ran["write"] || !ran["look"] {
 		t.Errorf("ran = %v", ran)
 	}
-	if len(asked) != 2 {
-		t.Errorf("gate asked %d times", len(asked))
+	// The gate sees what each tool declares it does.
+	var kinds []kind.Kind
+	for _, c := range asked {
+		kinds = append(kinds, c.Kind)
+	}
+	if diff := cmp.Diff([]kind.Kind{kind.Edit, kind.Read}, kinds); diff != "" {
+		t.Errorf("kinds the gate saw (-want +got):\n%s", diff)
 	}
 	res := requestBodies(t, srv)[1].last()
 	if !res[0].IsError || !strings.Contains(res[0].Content, "plan mode") || res[1].IsError {

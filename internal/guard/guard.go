@@ -2,6 +2,9 @@
 // client's code name) that must never reach what the team leaves behind,
 // the files it writes and its commit messages. Writes, edits and `git
 // commit` through bash that would add one are refused, naming the word.
+// Which calls it reads, and how, follows the kind their tool declares
+// (edit, execute, …), so a tool it has never heard of (an MCP tool, of
+// network or unknown kind) is refused on any listed word in its input.
 //
 // It reads the workspace only to see a file's old content and a commit
 // message file; it must never depend on teams.
@@ -25,6 +28,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/tool"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 // ErrListedWord is wrapped by every refusal.
@@ -283,9 +287,9 @@ func unspaced(r rune) bool {
 	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul, unicode.Thai)
 }
 
-// Gate returns an agent.Gate that refuses write_file, edit_file and bash
-// calls the guard refuses, then defers to next (nil: allow). The
-// workspace is where old contents and message files are read.
+// Gate returns an agent.Gate that refuses the calls the guard refuses
+// (CheckCall), then defers to next (nil: allow). The workspace is where
+// old contents and message files are read.
 func (g *Guard) Gate(ws *tool.Workspace, next agent.Gate) agent.Gate {
 	return func(ctx context.Context, call agent.Call) agent.Decision {
 		if err := g.CheckCall(ws, call); err != nil {
@@ -298,17 +302,22 @@ func (g *Guard) Gate(ws *tool.Workspace, next agent.Gate) agent.Gate {
 	}
 }
 
-// CheckCall checks one tool call; other tools pass.
+// CheckCall checks one tool call by what its tool declares it does
+// (call.Kind): an edit is checked on what it writes (a whole file's
+// content, or an edit's replacement); a command on the commit messages it
+// gives; a network call, and a tool of unknown kind, on every string of
+// its input, since whatever it sends may be left behind somewhere. Reads
+// and management (messages and tasks stay in .troupe) pass.
 func (g *Guard) CheckCall(ws *tool.Workspace, call agent.Call) error {
 	if g.Empty() {
 		return nil
 	}
 	var in struct {
-		Path      string `json:"path"`
-		Content   string `json:"content"`
-		OldString string `json:"old_string"`
-		NewString string `json:"new_string"`
-		Command   string `json:"command"`
+		Path      string  `json:"path"`
+		Content   *string `json:"content"`
+		OldString string  `json:"old_string"`
+		NewString *string `json:"new_string"`
+		Command   *string `json:"command"`
 	}
 	if json.Unmarshal(call.Input, &in) != nil {
 		return nil // the tool refuses bad input itself
@@ -319,23 +328,64 @@ func (g *Guard) CheckCall(ws *tool.Workspace, call agent.Call) error {
 			rel = r
 		}
 	}
-	switch call.Name {
-	case "write_file":
-		old, _ := readWS(ws, rel)
-		return g.CheckWrite(rel, in.Content, old)
-	case "edit_file":
-		return g.CheckEdit(rel, in.OldString, in.NewString)
-	case "bash":
-		return g.CheckBash(in.Command, func(p string) (string, error) {
-			if ws == nil {
-				return "", fs.ErrNotExist
+	switch call.Kind {
+	case kind.Read, kind.Manage:
+		return nil
+	case kind.Edit:
+		switch {
+		case in.Content != nil:
+			old, _ := readWS(ws, rel)
+			return g.CheckWrite(rel, *in.Content, old)
+		case in.NewString != nil:
+			return g.CheckEdit(rel, in.OldString, *in.NewString)
+		case rel != "" && g.exempted(rel):
+			return nil
+		}
+	case kind.Execute:
+		if in.Command != nil {
+			return g.CheckBash(*in.Command, func(p string) (string, error) {
+				if ws == nil {
+					return "", fs.ErrNotExist
+				}
+				r, err := ws.Resolve(p)
+				if err != nil {
+					return "", err
+				}
+				return readWS(ws, r)
+			})
+		}
+	}
+	return g.checkInput(call)
+}
+
+// checkInput refuses a call whose input holds a listed word in any of its
+// strings: what the guard does with a tool whose input it cannot read
+// field by field.
+func (g *Guard) checkInput(call agent.Call) error {
+	var v any
+	if json.Unmarshal(call.Input, &v) != nil {
+		return nil
+	}
+	var text strings.Builder
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			text.WriteString(v)
+			text.WriteByte('\n')
+		case []any:
+			for _, e := range v {
+				walk(e)
 			}
-			r, err := ws.Resolve(p)
-			if err != nil {
-				return "", err
+		case map[string]any:
+			for _, e := range v {
+				walk(e)
 			}
-			return readWS(ws, r)
-		})
+		}
+	}
+	walk(v)
+	if w := g.Find(text.String()); len(w) > 0 {
+		return fmt.Errorf("%w: the input of %s (a tool of kind %s) contains %q, a word listed in artifactGuard.words; what the team sends or leaves behind must not contain it", ErrListedWord, call.Name, call.Kind, w[0])
 	}
 	return nil
 }
@@ -408,15 +458,17 @@ func (g *Guard) ScanChanged(ctx context.Context, ws *tool.Workspace, since time.
 	return found
 }
 
-// AfterBash is an agent's AfterTool for the guard: after each bash command
-// it reports, in the command's result, the changed files that now hold a
-// listed word, and marks the result an error so the model acts on it.
+// AfterBash is an agent's AfterTool for the guard: after each call that may
+// have run commands (kind execute, or unknown: a tool that has not said
+// what it does may do anything) it reports, in the call's result, the
+// changed files that now hold a listed word, and marks the result an error
+// so the model acts on it.
 func (g *Guard) AfterBash(ws *tool.Workspace) func(ctx context.Context, call agent.Call, res *tool.Result) {
 	if g.Empty() {
 		return nil
 	}
 	return func(ctx context.Context, call agent.Call, res *tool.Result) {
-		if call.Name != "bash" || call.Started.IsZero() {
+		if call.Kind != kind.Execute && call.Kind != kind.Unknown || call.Started.IsZero() {
 			return
 		}
 		if found := g.ScanChanged(ctx, ws, call.Started); len(found) > 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/tool"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 func newGuard(t *testing.T, exempt ...string) *Guard {
@@ -140,7 +141,13 @@ func TestGate(t *testing.T) {
 	gate := g.Gate(ws, func(context.Context, agent.Call) agent.Decision { next++; return agent.Decision{Allow: true} })
 	mk := func(name string, in map[string]any) agent.Call {
 		b, _ := json.Marshal(in)
-		return agent.Call{Name: name, Input: b}
+		return agent.Call{Name: name, Input: b, Kind: tool.KindOf(name)}
+	}
+	// kinded is a call of a tool the guard knows only by its kind.
+	kinded := func(name string, k kind.Kind, in map[string]any) agent.Call {
+		c := mk(name, in)
+		c.Kind = k
+		return c
 	}
 	tests := []struct {
 		call  agent.Call
@@ -153,6 +160,14 @@ func TestGate(t *testing.T) {
 		{mk("write_file", map[string]any{"path": filepath.Join(dir, "old.go"), "content": "// Zephyra\npackage a\n"}), true},
 		{mk("edit_file", map[string]any{"path": "old.go", "old_string": "package a", "new_string": "package zephyra"}), false},
 		{mk("read_file", map[string]any{"path": "old.go"}), true},
+		// Tools the guard has no field-by-field reading of.
+		{kinded("mcp__github__create_issue", kind.Unknown, map[string]any{"title": "x", "labels": []any{"zephyra"}}), false},
+		{kinded("mcp__github__create_issue", kind.Unknown, map[string]any{"title": "x", "body": "fine"}), true},
+		{kinded("web_post", kind.Network, map[string]any{"body": map[string]any{"text": "Zephyra"}}), false},
+		{kinded("mcp__fs__write", kind.Edit, map[string]any{"file": "a.md", "text": "Zephyra"}), false},
+		{kinded("mcp__sh__run", kind.Execute, map[string]any{"argv": []any{"git", "commit", "-m", "Zephyra"}}), false},
+		{kinded("SendMessage", kind.Manage, map[string]any{"content": "Zephyra, look"}), true}, // stays in .troupe
+		{kinded("mcp__fs__read", kind.Read, map[string]any{"path": "Zephyra.md"}), true},
 	}
 	for _, tt := range tests {
 		d := gate(context.Background(), tt.call)
@@ -163,8 +178,8 @@ func TestGate(t *testing.T) {
 			t.Errorf("reason %q does not say where the word is listed", d.Reason)
 		}
 	}
-	if next != 3 {
-		t.Errorf("next ran %d times, want 3", next)
+	if next != 6 {
+		t.Errorf("next ran %d times, want 6", next)
 	}
 }
 
@@ -235,7 +250,7 @@ func TestAfterBash(t *testing.T) {
 		}
 	}
 	res := tool.Result{Content: "done\n"}
-	after(context.Background(), agent.Call{Name: "bash", Started: start}, &res)
+	after(context.Background(), agent.Call{Name: "bash", Kind: kind.Execute, Started: start}, &res)
 	if !res.IsError || !strings.Contains(res.Content, `out/notes.txt now contains "Project Lynx"`) {
 		t.Fatalf("result after the command: %+v", res)
 	}
@@ -244,11 +259,17 @@ func TestAfterBash(t *testing.T) {
 			t.Errorf("%s reported: %s", quiet, res.Content)
 		}
 	}
-	// Other tools are not followed by a scan (the gate saw their writes).
+	// Edits are not followed by a scan (the gate saw their writes); a
+	// tool of unknown kind may have run anything, so it is.
 	res = tool.Result{Content: "ok"}
-	after(context.Background(), agent.Call{Name: "write_file", Started: start}, &res)
+	after(context.Background(), agent.Call{Name: "write_file", Kind: kind.Edit, Started: start}, &res)
 	if res.IsError || res.Content != "ok" {
 		t.Fatalf("write_file result changed: %+v", res)
+	}
+	res = tool.Result{Content: "ok"}
+	after(context.Background(), agent.Call{Name: "mcp__x__y", Started: start}, &res)
+	if !res.IsError || !strings.Contains(res.Content, "out/notes.txt") {
+		t.Fatalf("result after a tool of unknown kind: %+v", res)
 	}
 	if (&Guard{}).AfterBash(ws) != nil {
 		t.Error("an empty guard scans")

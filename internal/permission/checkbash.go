@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 // flagForm is a command's words with its options taken apart, so that
@@ -174,7 +176,7 @@ var transparent = map[string]bool{
 	"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true, "yash": true,
 }
 
-func (p *Policy) checkBash(mode Mode, cmdline string) Verdict {
+func (p *Policy) checkBash(mode Mode, k kind.Kind, cmdline string) Verdict {
 	l := parseLine(cmdline)
 	deny := bashRules(p.deny)
 	for _, c := range l.cmds {
@@ -197,7 +199,7 @@ func (p *Policy) checkBash(mode Mode, cmdline string) Verdict {
 			readOnly = false
 		}
 	}
-	if v, ok := modeLimit(mode, "bash", readOnly); ok {
+	if v, ok := modeLimit(mode, k, readOnly); ok {
 		return v
 	}
 	for _, c := range l.cmds {

@@ -8,16 +8,25 @@
 //  1. a deny rule that matches refuses it; so does a write to a protected
 //     path (troupe's and Claude Code's settings, .troupe/, git hooks and
 //     config; see Protect) that no allow rule names explicitly;
-//  2. the mode's hard limits refuse it: plan mode refuses writing tools
-//     (read-only bash commands still run) and delegate mode everything but
-//     management tools, and no allow rule can lift them (seed 004: an
-//     allow rule must never undo the lead's limit);
+//  2. the mode's hard limits refuse it: plan mode refuses calls that may
+//     change the workspace (kinds edit, execute and unknown; read-only
+//     bash commands still run) and delegate mode everything but the manage
+//     kind, and no allow rule can lift them (seed 004: an allow rule must
+//     never undo the lead's limit);
 //  3. an ask rule that matches asks, in every mode, bypassPermissions
 //     included;
 //  4. an allow rule that matches allows;
-//  5. the mode's default: default asks before writing tools and bash
-//     commands that are not read-only, acceptEdits before such bash only,
-//     bypassPermissions allows, dontAsk refuses whatever would ask.
+//  5. the mode's default, by the call's kind: reads and management run;
+//     edits, commands (bash that is not read-only), network calls and
+//     tools of unknown kind ask in default, all but edits in acceptEdits;
+//     bypassPermissions allows; dontAsk refuses whatever would ask.
+//
+// A call's kind is what its tool declares (agent.Call.Kind); the engine
+// keeps no list of which tools read or write. A tool that has declared
+// nothing, such as an MCP tool troupe knows nothing of, is of unknown kind
+// and fails closed: it asks, or is refused where nothing may ask. The
+// names the rule syntax knows (Bash, Read, Edit, …) stay a table: they are
+// the syntax's vocabulary, and say which input field a specifier matches.
 //
 // Claude Code's auto mode is not offered: its meaning is a model that
 // classifies each call in the background, which a rule engine cannot
@@ -35,7 +44,7 @@
 //
 // It knows agent calls but nothing of teams; who is asked is the caller's
 // business (GateConfig.Ask). It must never depend on the team, tool or cli
-// packages.
+// packages (kinds come from the leaf tool/kind).
 package permission
 
 import (
@@ -45,6 +54,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -53,6 +63,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/settings"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 // Mode is an agent's permission mode, set at spawn.
@@ -101,25 +112,15 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("%w %q (want one of %s)", ErrBadMode, s, strings.Join(names, ", "))
 }
 
-// writingTools change the workspace or run commands.
-var writingTools = map[string]bool{"bash": true, "write_file": true, "edit_file": true}
-
-// fileWriters are the tools that write a file named by their path.
-var fileWriters = map[string]bool{"write_file": true, "edit_file": true}
-
-// managementTools are the lead's tools in delegate mode.
-var managementTools = map[string]bool{
-	"TeamCreate": true, "TeamDelete": true, "Task": true, "SendMessage": true,
-	"TaskCreate": true, "TaskUpdate": true, "TaskList": true, "TaskGet": true,
-	"TaskOutput": true, "TaskStop": true, "TodoWrite": true,
+// Writes reports whether a tool is one Bash or Edit rules name (bash,
+// write_file, edit_file): what changes the workspace among the tools the
+// rule syntax knows.
+//
+// Deprecated: judge a call by what its tool declares, agent.Call.Kind
+// (kind.Kind.Changes); a tool Writes does not know may still write.
+func Writes(tool string) bool {
+	return slices.Contains(ruleTools["Bash"], tool) || slices.Contains(ruleTools["Edit"], tool)
 }
-
-// Writes reports whether a tool changes the workspace or runs commands.
-func Writes(tool string) bool { return writingTools[tool] }
-
-// Manages reports whether a tool is one of the team-management tools a
-// lead keeps in delegate mode.
-func Manages(tool string) bool { return managementTools[tool] }
 
 // claudeNames maps troupe's tool names to Claude Code's.
 var claudeNames = map[string]string{
@@ -138,7 +139,8 @@ func ClaudeName(tool string) string {
 
 // ruleTools maps a rule's tool name to the troupe tools it covers. As in
 // Claude Code, Edit rules cover every tool that edits files, and Read rules
-// the tools that read them.
+// the tools that read them. It is the rule syntax's vocabulary, not what
+// the tools do: that is each call's kind.
 var ruleTools = map[string][]string{
 	"Bash": {"bash"}, "Edit": {"edit_file", "write_file"}, "MultiEdit": {"edit_file"},
 	"Write": {"write_file"}, "Read": {"read_file", "glob", "grep"},
@@ -205,7 +207,7 @@ func ParseRule(raw string) (Rule, error) {
 		return r, nil
 	}
 	switch {
-	case r.tools[0] == "bash":
+	case bashTool(r.tools[0]):
 		if err := r.parseCommand(); err != nil {
 			return Rule{}, fmt.Errorf("%w %q: %v", ErrBadRule, raw, err)
 		}
@@ -219,13 +221,15 @@ func ParseRule(raw string) (Rule, error) {
 	return r, nil
 }
 
+// pathTool reports whether Read or Edit rules name the tool: its input's
+// path is what their specifiers match.
 func pathTool(t string) bool {
-	switch t {
-	case "read_file", "write_file", "edit_file", "glob", "grep":
-		return true
-	}
-	return false
+	return slices.Contains(ruleTools["Read"], t) || slices.Contains(ruleTools["Edit"], t)
 }
+
+// bashTool reports whether Bash rules name the tool: its input's command
+// is what their specifiers match.
+func bashTool(t string) bool { return slices.Contains(ruleTools["Bash"], t) }
 
 // ruleWords splits a rule's command into words as bash would.
 func ruleWords(s string) []string {
@@ -457,12 +461,12 @@ func (p *Policy) Check(mode Mode, call agent.Call) Verdict {
 	_ = json.Unmarshal(call.Input, &in) // a bad input matches no specifier
 	var v Verdict
 	switch {
-	case call.Name == "bash":
-		v = p.checkBash(mode, in.Command)
+	case bashTool(call.Name):
+		v = p.checkBash(mode, call.Kind, in.Command)
 	case pathTool(call.Name):
-		v = p.checkPath(mode, call.Name, in.Path)
+		v = p.checkPath(mode, call.Name, call.Kind, in.Path)
 	default:
-		v = p.checkOther(mode, call.Name)
+		v = p.checkOther(mode, call.Name, call.Kind)
 	}
 	v.Mode = mode
 	if v.Effect == Ask && mode == DontAsk {
@@ -497,41 +501,56 @@ func firstAll(rules []Rule, tool string) (Rule, bool) {
 	return Rule{}, false
 }
 
-// modeLimit is the mode's hard refusal of a tool, if any.
-func modeLimit(mode Mode, tool string, readOnlyBash bool) (Verdict, bool) {
+// modeLimit is the mode's hard refusal of a call of kind k, if any:
+// delegate keeps to management, plan to what changes nothing (a read-only
+// bash command included). A tool of unknown kind may change anything, so
+// plan refuses it.
+func modeLimit(mode Mode, k kind.Kind, readOnlyBash bool) (Verdict, bool) {
 	switch {
-	case mode == Delegate && !managementTools[tool]:
+	case mode == Delegate && k != kind.Manage:
 		return Verdict{Effect: Deny, Hard: true,
 			Reason: "delegate mode: the lead only manages the team; ask a teammate to do this"}, true
-	case mode == Plan && writingTools[tool] && !(tool == "bash" && readOnlyBash):
+	case mode == Plan && k.Changes() && !readOnlyBash:
 		return Verdict{Effect: Deny, Hard: true,
 			Reason: "plan mode: only read-only tools and commands may run until the plan is approved"}, true
 	}
 	return Verdict{}, false
 }
 
-// modeDefault is what the mode does with a call no rule decided.
-func modeDefault(mode Mode, tool string) Verdict {
+// modeDefault is what the mode does with a call of kind k that no rule
+// decided. Reads and management run; edits, commands, network calls and
+// tools of unknown kind ask, except that acceptEdits accepts edits whose
+// paths were checked against the Edit rules and protected paths
+// (pathsChecked), and bypassPermissions runs everything.
+func modeDefault(mode Mode, tool string, k kind.Kind, pathsChecked bool) Verdict {
 	asks := false
-	switch mode {
-	case Default, DontAsk, Plan:
-		asks = writingTools[tool]
-	case AcceptEdits:
-		asks = tool == "bash"
+	switch k {
+	case kind.Read, kind.Manage:
+	case kind.Edit:
+		asks = mode != Bypass && mode != Delegate && !(mode == AcceptEdits && pathsChecked)
+	default:
+		asks = mode != Bypass && mode != Delegate
 	}
-	if asks {
-		v := Verdict{Effect: Ask, Reason: fmt.Sprintf("permission mode %s: %s needs approval", mode, tool)}
-		v.suggest(ClaudeName(tool))
-		return v
+	if !asks {
+		return Verdict{Effect: Allow, Reason: fmt.Sprintf("permission mode %s allows %s", mode, tool)}
 	}
-	return Verdict{Effect: Allow, Reason: fmt.Sprintf("permission mode %s allows %s", mode, tool)}
+	what := tool + " needs approval"
+	switch {
+	case k == kind.Unknown:
+		what = tool + " has not said what it does (its kind is unknown), so it needs approval"
+	case k == kind.Edit && mode == AcceptEdits:
+		what = tool + " edits files by paths troupe cannot check, so it needs approval"
+	}
+	v := Verdict{Effect: Ask, Reason: fmt.Sprintf("permission mode %s: %s", mode, what)}
+	v.suggest(ClaudeName(tool))
+	return v
 }
 
-func (p *Policy) checkOther(mode Mode, tool string) Verdict {
+func (p *Policy) checkOther(mode Mode, tool string, k kind.Kind) Verdict {
 	if r, ok := firstAll(p.deny, tool); ok {
 		return denied(r, "")
 	}
-	if v, ok := modeLimit(mode, tool, false); ok {
+	if v, ok := modeLimit(mode, k, false); ok {
 		return v
 	}
 	if r, ok := firstAll(p.ask, tool); ok {
@@ -540,7 +559,7 @@ func (p *Policy) checkOther(mode Mode, tool string) Verdict {
 	if r, ok := firstAll(p.allow, tool); ok {
 		return allowed(r)
 	}
-	return modeDefault(mode, tool)
+	return modeDefault(mode, tool, k, false)
 }
 
 // pathRules are the path rules of rules that cover tool.
@@ -690,7 +709,7 @@ func protectedVerdict(what string) Verdict {
 	return v
 }
 
-func (p *Policy) checkPath(mode Mode, tool, raw string) Verdict {
+func (p *Policy) checkPath(mode Mode, tool string, k kind.Kind, raw string) Verdict {
 	if r, ok := firstAll(p.deny, tool); ok {
 		return denied(r, "")
 	}
@@ -698,12 +717,13 @@ func (p *Policy) checkPath(mode Mode, tool, raw string) Verdict {
 	if r, why, ok := p.denyPath(pathRules(p.deny, tool), forms, abs); ok {
 		return denied(r, why)
 	}
-	if fileWriters[tool] && p.protects(forms, abs, false) {
+	// Anything but a read may write the path; a tool of unknown kind too.
+	if k != kind.Read && p.protects(forms, abs, false) {
 		if _, ok := p.explicitAllow(tool, forms); !ok {
 			return protectedVerdict(forms[0])
 		}
 	}
-	if v, ok := modeLimit(mode, tool, false); ok {
+	if v, ok := modeLimit(mode, k, false); ok {
 		return v
 	}
 	if r, ok := firstAll(p.ask, tool); ok {
@@ -719,8 +739,8 @@ func (p *Policy) checkPath(mode Mode, tool, raw string) Verdict {
 	if r, ok := p.allowPath(tool, forms); ok {
 		return allowed(r)
 	}
-	v := modeDefault(mode, tool)
-	if v.Effect == Ask {
+	v := modeDefault(mode, tool, k, true)
+	if v.Effect == Ask && k == kind.Edit {
 		v.suggest(editRule(forms[0]))
 	}
 	return v

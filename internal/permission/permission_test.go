@@ -11,11 +11,23 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/settings"
+	"github.com/troupe-dev/troupe/internal/tool"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
+// call is a call of the named tool as an agent makes it: with the kind its
+// tool declares (kind.Unknown for a name troupe has no tool for).
 func call(name string, input any) agent.Call {
 	b, _ := json.Marshal(input)
-	return agent.Call{ID: "c1", Name: name, Input: b}
+	return agent.Call{ID: "c1", Name: name, Input: b, Kind: tool.KindOf(name)}
+}
+
+// manage is a call of a team tool, which declares kind.Manage (checked in
+// package team, which this package may not import).
+func manage(name string) agent.Call {
+	c := call(name, map[string]string{})
+	c.Kind = kind.Manage
+	return c
 }
 
 func bash(cmd string) agent.Call { return call("bash", map[string]string{"command": cmd}) }
@@ -74,8 +86,8 @@ func TestCheck(t *testing.T) {
 		{"plan reads", Plan, read("a.go"), Allow, "Read(**)"},
 		{"delegate refuses edits even if allowed", Delegate, edit("src/a.go"), Deny, ""},
 		{"delegate refuses bash", Delegate, bash("git status"), Deny, ""},
-		{"delegate manages", Delegate, call("TaskCreate", map[string]string{}), Allow, ""},
-		{"other tools allowed", Default, call("SendMessage", map[string]string{}), Allow, ""},
+		{"delegate manages", Delegate, manage("TaskCreate"), Allow, ""},
+		{"management tools allowed", Default, manage("SendMessage"), Allow, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

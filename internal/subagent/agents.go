@@ -252,7 +252,7 @@ func ParseDefinition(data []byte, name string) (Definition, []string, error) {
 		return Definition{}, nil, fmt.Errorf("%w: maxTurns %d: want a positive number", ErrInvalidAgent, def.MaxTurns)
 	}
 	var notes []string
-	general := types[General].tools
+	general := typeTools(General)
 	allowed := general
 	if fm.Tools != nil {
 		allowed = []string{}
@@ -318,7 +318,7 @@ func mapTool(t string) (string, bool) {
 	if base == "Agent" || base == "Task" {
 		return "", true
 	}
-	if slices.Contains(types[General].tools, base) {
+	if slices.Contains(typeTools(General), base) {
 		return base, true // troupe's own names
 	}
 	return "", false

@@ -19,11 +19,12 @@ import (
 	"github.com/troupe-dev/troupe/internal/shell"
 	"github.com/troupe-dev/troupe/internal/todo"
 	"github.com/troupe-dev/troupe/internal/tool"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 // The built-in subagent types, named as Claude Code names them.
 const (
-	// Explore may only read: read_file, glob, grep.
+	// Explore may only read: the tools of kind read (read_file, glob, grep).
 	Explore = "explore"
 	// General may also run commands and change files.
 	General = "general-purpose"
@@ -53,20 +54,41 @@ const JobKind = "subagent"
 // ErrUnknownType is returned for a subagent_type that is not one of Types.
 var ErrUnknownType = errors.New("unknown subagent type")
 
-// types maps each type to its tools (in the order offered) and its framing.
+// types maps each type to the kinds of tool it is given (nil: every kind)
+// and its framing. A type's tools are chosen by what they declare they do,
+// so a new read tool reaches explore subagents without an edit here.
 var types = map[string]struct {
-	tools        []string
+	kinds        []kind.Kind
 	instructions string
 }{
 	Explore: {
-		tools: []string{"read_file", "glob", "grep"},
+		kinds: []kind.Kind{kind.Read},
 		instructions: "You can only read: find and read what the task asks about, but change nothing; " +
 			"you have no tool that writes or runs commands.",
 	},
 	General: {
-		tools:        []string{"bash", "read_file", "write_file", "edit_file", "glob", "grep", todo.ToolName},
 		instructions: "You may read, run commands and change files as the task needs; change nothing it does not need.",
 	},
+}
+
+// candidates are the tools a subagent may be given, in the order offered:
+// the builtins and a TodoWrite over list. Never Task: subagents start no
+// subagents.
+func candidates(list *todo.List) []tool.Tool {
+	return append(tool.Builtins(), tool.TodoWriteTool(list))
+}
+
+// typeTools returns the names of the tools built-in type typ is given, in
+// the order offered: the candidates of its kinds.
+func typeTools(typ string) []string {
+	kinds := types[typ].kinds
+	var out []string
+	for _, t := range candidates(nil) {
+		if kinds == nil || slices.Contains(kinds, t.Kind()) {
+			out = append(out, t.Spec().Name)
+		}
+	}
+	return out
 }
 
 // Types returns the built-in subagent types, sorted (aliases left out).
@@ -143,13 +165,12 @@ func (r *Runner) lookup(typ string) (spec, error) {
 		typ = General
 	}
 	if t, ok := resolve(typ); ok {
-		b := types[t]
-		return spec{typ: t, tools: b.tools, instructions: b.instructions, model: r.Model}, nil
+		return spec{typ: t, tools: typeTools(t), instructions: types[t].instructions, model: r.Model}, nil
 	}
 	if def, ok := r.Agents.Get(typ); ok {
 		sp := spec{typ: def.Name, tools: def.Tools, instructions: def.Prompt, model: r.Model, maxTurns: def.MaxTurns}
 		if sp.tools == nil {
-			sp.tools = types[General].tools
+			sp.tools = typeTools(General)
 		}
 		if m := def.Model; m != "" && m != "inherit" {
 			switch {
@@ -276,14 +297,14 @@ func Tools(typ string, list *todo.List) ([]tool.Tool, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w %q; the types are: %s", ErrUnknownType, typ, strings.Join(Types(), ", "))
 	}
-	return toolsNamed(types[t].tools, list), nil
+	return toolsNamed(typeTools(t), list), nil
 }
 
 // toolsNamed returns the subagent tools of the given names, in the order
 // the model is offered them.
 func toolsNamed(names []string, list *todo.List) []tool.Tool {
 	var out []tool.Tool
-	for _, t := range append(tool.Builtins(), tool.TodoWriteTool(list)) {
+	for _, t := range candidates(list) {
 		if slices.Contains(names, t.Spec().Name) {
 			out = append(out, t)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi/fakeapitest"
 	"github.com/troupe-dev/troupe/internal/subagent"
 	"github.com/troupe-dev/troupe/internal/tool"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -300,5 +301,34 @@ rules:
 	}
 	if st.State != tool.JobStopped || st.Kind != subagent.JobKind {
 		t.Errorf("status = %+v", st)
+	}
+}
+
+// TestTypesByKind: a type's tools are chosen by the kind they declare:
+// explore gets every read tool and nothing else, general-purpose every
+// subagent tool, each of a declared kind.
+func TestTypesByKind(t *testing.T) {
+	explore, err := subagent.Tools(subagent.Explore, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	general, err := subagent.Tools(subagent.General, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reads, got []string
+	for _, tl := range general {
+		if tl.Kind() == kind.Unknown {
+			t.Errorf("general-purpose subagents get %s, of unknown kind", tl.Spec().Name)
+		}
+		if tl.Kind() == kind.Read {
+			reads = append(reads, tl.Spec().Name)
+		}
+	}
+	for _, tl := range explore {
+		got = append(got, tl.Spec().Name)
+	}
+	if diff := cmp.Diff(reads, got); diff != "" || len(got) == 0 {
+		t.Errorf("explore's tools are not the read tools (-reads +explore):\n%s", diff)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/tool"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 // binding is what a team tool knows of its caller.
@@ -57,6 +58,7 @@ var teamCreateSpec = tool.NewSpec[teamCreateArgs]("TeamCreate",
 
 func (teamCreateTool) Spec() llm.ToolSpec { return teamCreateSpec }
 func (teamCreateTool) ReadOnly() bool     { return false }
+func (teamCreateTool) Kind() kind.Kind    { return kind.Manage }
 func (t teamCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMessage) tool.Result {
 	args, res, ok := tool.DecodeArgs[teamCreateArgs]("TeamCreate", input)
 	if !ok {
@@ -124,6 +126,7 @@ var teamDeleteSpec = tool.NewSpec[teamDeleteArgs]("TeamDelete",
 
 func (teamDeleteTool) Spec() llm.ToolSpec { return teamDeleteSpec }
 func (teamDeleteTool) ReadOnly() bool     { return false }
+func (teamDeleteTool) Kind() kind.Kind    { return kind.Manage }
 func (t teamDeleteTool) Run(ctx context.Context, env *tool.Env, input json.RawMessage) tool.Result {
 	args, res, ok := tool.DecodeArgs[teamDeleteArgs]("TeamDelete", input)
 	if !ok {
@@ -326,6 +329,7 @@ var sendMessageSpec = tool.NewSpec[sendMessageArgs]("SendMessage",
 
 func (sendMessageTool) Spec() llm.ToolSpec { return sendMessageSpec }
 func (sendMessageTool) ReadOnly() bool     { return false }
+func (sendMessageTool) Kind() kind.Kind    { return kind.Manage }
 func (t sendMessageTool) Run(ctx context.Context, env *tool.Env, input json.RawMessage) tool.Result {
 	args, res, ok := tool.DecodeArgs[sendMessageArgs]("SendMessage", input)
 	if !ok {
@@ -550,6 +554,7 @@ var taskCreateSpec = tool.NewSpec[taskCreateArgs]("TaskCreate", "Add a task to t
 
 func (taskCreateTool) Spec() llm.ToolSpec { return taskCreateSpec }
 func (taskCreateTool) ReadOnly() bool     { return false }
+func (taskCreateTool) Kind() kind.Kind    { return kind.Manage }
 func (t taskCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMessage) tool.Result {
 	args, res, ok := tool.DecodeArgs[taskCreateArgs]("TaskCreate", input)
 	if !ok {
@@ -597,6 +602,7 @@ var taskUpdateSpec = tool.NewSpec[taskUpdateArgs]("TaskUpdate", "Change a task: 
 
 func (taskUpdateTool) Spec() llm.ToolSpec { return taskUpdateSpec }
 func (taskUpdateTool) ReadOnly() bool     { return false }
+func (taskUpdateTool) Kind() kind.Kind    { return kind.Manage }
 func (t taskUpdateTool) Run(ctx context.Context, env *tool.Env, input json.RawMessage) tool.Result {
 	args, res, ok := tool.DecodeArgs[taskUpdateArgs]("TaskUpdate", input)
 	if !ok {
@@ -735,6 +741,7 @@ var taskListSpec = tool.NewSpec[taskListArgs]("TaskList", "Show the team's task 
 
 func (taskListTool) Spec() llm.ToolSpec { return taskListSpec }
 func (taskListTool) ReadOnly() bool     { return true }
+func (taskListTool) Kind() kind.Kind    { return kind.Manage }
 func (t taskListTool) Run(ctx context.Context, env *tool.Env, input json.RawMessage) tool.Result {
 	team, err := t.b.team()
 	if err != nil {
@@ -761,6 +768,7 @@ var taskGetSpec = tool.NewSpec[taskGetArgs]("TaskGet", "Show one task in full.")
 
 func (taskGetTool) Spec() llm.ToolSpec { return taskGetSpec }
 func (taskGetTool) ReadOnly() bool     { return true }
+func (taskGetTool) Kind() kind.Kind    { return kind.Manage }
 func (t taskGetTool) Run(ctx context.Context, env *tool.Env, input json.RawMessage) tool.Result {
 	args, res, ok := tool.DecodeArgs[taskGetArgs]("TaskGet", input)
 	if !ok {

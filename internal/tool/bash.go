@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/shell"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 //go:embed bash.md
@@ -34,6 +35,7 @@ var bashSpec = newSpec[bashArgs]("bash", bashDescription)
 
 func (bashTool) Spec() llm.ToolSpec { return bashSpec }
 func (bashTool) ReadOnly() bool     { return false }
+func (bashTool) Kind() kind.Kind    { return kind.Execute }
 
 func (bashTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result {
 	args, res, ok := decodeArgs[bashArgs]("bash", input)

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 // Limits shared by the builtin tools.
@@ -29,6 +30,28 @@ func Builtins() []Tool {
 // TaskStop. They need Env.Jobs.
 func JobTools() []Tool {
 	return []Tool{taskOutputTool{}, taskStopTool{}}
+}
+
+// All returns one of each tool this package defines, whatever agent it
+// would be given to: the builtins, the job tools, TodoWrite, Task, Skill and
+// compact (their handlers and lists empty). It is what KindOf reads.
+func All() []Tool {
+	out := append(Builtins(), JobTools()...)
+	return append(out, TodoWriteTool(nil), TaskTool(TaskHandlers{}), SkillTool(nil), CompactTool())
+}
+
+// KindOf returns the kind the tool of this package called name declares,
+// kind.Unknown for any other name: a caller that holds a call but not the
+// registry it came from (a permission request relayed by name) learns
+// the kind from the tool itself, never from a table of names. Tools of
+// other packages (the team's) are known to their registry: Registry.Kind.
+func KindOf(name string) kind.Kind {
+	for _, t := range All() {
+		if t.Spec().Name == name {
+			return t.Kind()
+		}
+	}
+	return kind.Unknown
 }
 
 // newSpec builds a spec whose input schema comes from the argument struct.

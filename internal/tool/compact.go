@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 //go:embed compact.md
@@ -29,6 +30,10 @@ func (compactTool) Spec() llm.ToolSpec { return compactSpec }
 // ReadOnly: the tool changes nothing outside the conversation, so plan mode
 // may allow it and it may run beside other read-only calls.
 func (compactTool) ReadOnly() bool { return true }
+
+// Kind: the conversation is the agent's own to manage, so a delegate lead
+// may compact too.
+func (compactTool) Kind() kind.Kind { return kind.Manage }
 
 func (compactTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result {
 	args, res, ok := decodeArgs[compactArgs]("compact", input)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 //go:embed edit_file.md
@@ -27,6 +28,7 @@ var editFileSpec = newSpec[editFileArgs]("edit_file", editFileDescription)
 
 func (editFileTool) Spec() llm.ToolSpec { return editFileSpec }
 func (editFileTool) ReadOnly() bool     { return false }
+func (editFileTool) Kind() kind.Kind    { return kind.Edit }
 
 func (editFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result {
 	args, res, ok := decodeArgs[editFileArgs]("edit_file", input)

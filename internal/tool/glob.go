@@ -16,6 +16,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 //go:embed glob.md
@@ -39,6 +40,7 @@ var globSpec = newSpec[globArgs]("glob", globDescription)
 
 func (globTool) Spec() llm.ToolSpec { return globSpec }
 func (globTool) ReadOnly() bool     { return true }
+func (globTool) Kind() kind.Kind    { return kind.Read }
 
 func (globTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result {
 	args, res, ok := decodeArgs[globArgs]("glob", input)

@@ -16,6 +16,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 //go:embed grep.md
@@ -45,6 +46,7 @@ var grepSpec = newSpec[grepArgs]("grep", grepDescription)
 
 func (grepTool) Spec() llm.ToolSpec { return grepSpec }
 func (grepTool) ReadOnly() bool     { return true }
+func (grepTool) Kind() kind.Kind    { return kind.Read }
 
 func (grepTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result {
 	args, res, ok := decodeArgs[grepArgs]("grep", input)

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 //go:embed read_file.md
@@ -33,6 +34,7 @@ var readFileSpec = newSpec[readFileArgs]("read_file", readFileDescription)
 
 func (readFileTool) Spec() llm.ToolSpec { return readFileSpec }
 func (readFileTool) ReadOnly() bool     { return true }
+func (readFileTool) Kind() kind.Kind    { return kind.Read }
 
 func (readFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result {
 	args, res, ok := decodeArgs[readFileArgs]("read_file", input)

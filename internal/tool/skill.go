@@ -8,6 +8,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/skill"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 //go:embed skill.md
@@ -32,6 +33,7 @@ func SkillTool(set *skill.Set) Tool { return skillTool{set: set} }
 
 func (skillTool) Spec() llm.ToolSpec { return skillSpec }
 func (skillTool) ReadOnly() bool     { return true }
+func (skillTool) Kind() kind.Kind    { return kind.Read }
 
 func (t skillTool) Run(ctx context.Context, _ *Env, input json.RawMessage) Result {
 	if err := ctx.Err(); err != nil {

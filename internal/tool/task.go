@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 //go:embed task.md
@@ -48,6 +49,7 @@ func TaskTool(h TaskHandlers) Tool { return taskTool{h: h} }
 
 func (taskTool) Spec() llm.ToolSpec { return taskSpec }
 func (taskTool) ReadOnly() bool     { return false }
+func (taskTool) Kind() kind.Kind    { return kind.Manage }
 
 func (t taskTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result {
 	args, res, ok := decodeArgs[TaskArgs]("Task", input)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 //go:embed task_output.md
@@ -31,6 +32,7 @@ var taskOutputSpec = newSpec[taskOutputArgs]("TaskOutput", taskOutputDescription
 
 func (taskOutputTool) Spec() llm.ToolSpec { return taskOutputSpec }
 func (taskOutputTool) ReadOnly() bool     { return true }
+func (taskOutputTool) Kind() kind.Kind    { return kind.Manage }
 
 func (taskOutputTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result {
 	args, res, ok := decodeArgs[taskOutputArgs]("TaskOutput", input)

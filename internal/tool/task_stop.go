@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 //go:embed task_stop.md
@@ -22,6 +23,7 @@ var taskStopSpec = newSpec[taskStopArgs]("TaskStop", taskStopDescription)
 
 func (taskStopTool) Spec() llm.ToolSpec { return taskStopSpec }
 func (taskStopTool) ReadOnly() bool     { return false }
+func (taskStopTool) Kind() kind.Kind    { return kind.Manage }
 
 func (taskStopTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result {
 	args, res, ok := decodeArgs[taskStopArgs]("TaskStop", input)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/todo"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 //go:embed todowrite.md
@@ -58,7 +59,8 @@ func TodoWriteTool(list *todo.List) Tool {
 func (todoWriteTool) Spec() llm.ToolSpec {
 	return llm.ToolSpec{Name: todo.ToolName, Description: todoWriteDescription, InputSchema: todoWriteSchema}
 }
-func (todoWriteTool) ReadOnly() bool { return false }
+func (todoWriteTool) ReadOnly() bool  { return false }
+func (todoWriteTool) Kind() kind.Kind { return kind.Manage }
 
 func (t todoWriteTool) Run(ctx context.Context, _ *Env, input json.RawMessage) Result {
 	if err := ctx.Err(); err != nil {

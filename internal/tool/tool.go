@@ -16,6 +16,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/shell"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 // Tool is something a model may call.
@@ -25,6 +26,10 @@ type Tool interface {
 	// ReadOnly reports whether the tool never changes anything, so that
 	// several calls may run in parallel and plan mode may allow it.
 	ReadOnly() bool
+	// Kind says what the tool does (read, edit, execute, network,
+	// manage). The permission engine, the artifact guard and the subagent
+	// types decide by it; kind.Unknown is treated as able to do anything.
+	Kind() kind.Kind
 	// Run executes one call. It must honour ctx and never panic on bad
 	// input: malformed arguments are an error Result.
 	Run(ctx context.Context, env *Env, input json.RawMessage) Result
@@ -129,6 +134,15 @@ func (r *Registry) Remove(names ...string) {
 func (r *Registry) Get(name string) (Tool, bool) {
 	t, ok := r.tools[name]
 	return t, ok
+}
+
+// Kind returns the kind of the named tool, kind.Unknown when the registry
+// has no tool of that name.
+func (r *Registry) Kind(name string) kind.Kind {
+	if t, ok := r.tools[name]; ok {
+		return t.Kind()
+	}
+	return kind.Unknown
 }
 
 // Names returns the tool names in registry order.

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 //go:embed write_file.md
@@ -29,6 +30,7 @@ var writeFileSpec = newSpec[writeFileArgs]("write_file", writeFileDescription)
 
 func (writeFileTool) Spec() llm.ToolSpec { return writeFileSpec }
 func (writeFileTool) ReadOnly() bool     { return false }
+func (writeFileTool) Kind() kind.Kind    { return kind.Edit }
 
 func (writeFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result {
 	args, res, ok := decodeArgs[writeFileArgs]("write_file", input)
