@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-
 )
 
 // addDirs widens what the agents reach to the settings'
@@ -43,4 +42,3 @@ func (e *env) addDirs(flagDirs []string) error {
 	}
 	return nil
 }
-
