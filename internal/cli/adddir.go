@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 )
 
 // addDirs widens what the agents reach to the settings'
@@ -36,6 +37,9 @@ func (e *env) addDirs(flagDirs []string) error {
 		return nil
 	}
 	e.logger.Info("additional directories", "dirs", dirs)
+	// The model is told, as Claude Code tells it, or it would never
+	// reach them.
+	e.sections = append(e.sections, "Additional working directories (reach them by absolute path; the same permission rules apply as in the workspace):\n- "+strings.Join(e.ws.Dirs(), "\n- "))
 	e.rules.Policy.AddDirs(dirs...)
 	if e.rules.Sandbox != nil {
 		e.rules.Sandbox.Writable = append(e.rules.Sandbox.Writable, e.ws.Dirs()...)

@@ -174,8 +174,10 @@ func (f *claudeFlags) apply(e *env, cfg *team.Config) error {
 			cfg.AgentCommand = append(cfg.AgentCommand, "--add-dir", d)
 		}
 	}
+	n := len(e.sections)
 	if err := e.addDirs(f.addDirs); err != nil {
 		return err
 	}
+	cfg.Sections = append(cfg.Sections, e.sections[n:]...)
 	return checkMode(cfg.PermissionMode)
 }
