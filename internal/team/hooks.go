@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/hook"
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/subagent"
 )
 
 // leadHooks is what the lead's hook events need that changes during a
@@ -50,6 +51,23 @@ func (s *Session) leadWho() hook.Who {
 				ev.TeamName, ev.TranscriptPath = team, s.cfg.Rules.transcriptPath(team, store.LeadName)
 			}
 		}}
+}
+
+// subagentTranscripts is where the lead's subagents write their
+// transcripts: beside the team's, or under the lead's session when it has
+// no team ("": the state directory is not known).
+func (s *Session) subagentTranscripts(context.Context) string {
+	r := s.cfg.Rules
+	if r == nil || r.StateDir == "" {
+		return ""
+	}
+	s.hk.mu.Lock()
+	team, session := s.hk.team, s.hk.session
+	s.hk.mu.Unlock()
+	if team != "" {
+		return filepath.Dir(r.transcriptPath(team, store.LeadName))
+	}
+	return filepath.Join(r.StateDir, "sessions", session, "subagents")
 }
 
 // hookSession is the lead's session_id.
@@ -180,6 +198,9 @@ func (r *Rules) subagentHooks(who hook.Who) (start func(context.Context, string,
 	}
 	start = func(ctx context.Context, name, typ string) (context.Context, []llm.Block) {
 		sa := hook.Subagent{ID: hook.NewSessionID(), Type: typ}
+		if run, ok := subagent.RunOf(ctx); ok {
+			sa = hook.Subagent{ID: run.ID, Type: run.Type, TranscriptPath: run.TranscriptPath}
+		}
 		ctx = hook.WithSubagent(ctx, sa)
 		return ctx, contextBlocks(h.SubagentStart(ctx, who, sa).Context)
 	}

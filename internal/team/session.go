@@ -320,6 +320,8 @@ func NewSession(cfg Config) (*Session, error) {
 		Observe: s.usage.observe(cfg.Observe), Gate: gate, Compactor: &compact.Compactor{}, Hidden: cfg.Rules.hidden(), ShellEnv: cfg.Rules.shellEnv(), Sandbox: cfg.Rules.sandbox(),
 		AfterTool: cfg.Rules.afterTool(cfg.Workspace, who), Agents: cfg.Agents}
 	sub.Start, sub.Stop = cfg.Rules.subagentHooks(who)
+	sub.TranscriptDir = s.subagentTranscripts
+	sub.OnTranscriptError = func(path string, err error) { cfg.Logger.Warn("subagent transcript", "path", path, "err", err) }
 	list := &todo.List{}
 	id := agent.Identity{Name: store.LeadName}
 	compactor, onCompact := compaction(s.Team, store.LeadName, cfg.Logger)
