@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/subagent"
+	"github.com/troupe-dev/troupe/internal/tool"
 )
 
 // leadHooks is what the lead's hook events need that changes during a
@@ -187,6 +188,12 @@ func (r *Rules) compactHooks(who hook.Who) (func(context.Context, agent.CompactR
 		return contextBlocks(h.SessionStart(ctx, who, "compact", "").Context)
 	}
 	return pre, post
+}
+
+// agentHooks gives the hooks' agent-type hooks their model and what they
+// may read: the workspace under the session's policy.
+func (r *Rules) agentHooks(p llm.Provider, model string, ws *tool.Workspace) {
+	r.hooks().SetAgent(hook.AgentConfig{Provider: p, Model: model, Workspace: ws, Policy: r.policy()})
 }
 
 // subagentHooks are a subagent.Runner's Start and Stop: SubagentStart and

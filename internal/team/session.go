@@ -291,6 +291,7 @@ func NewSession(cfg Config) (*Session, error) {
 	}
 	s := &Session{cfg: cfg, members: map[string]*handle{}, requests: map[string]store.Message{}, toHuman: map[string]bool{}, awaiting: map[string]string{}, jobs: tool.NewJobs(), reaped: map[string]bool{}}
 	s.hk.session = hook.NewSessionID()
+	cfg.Rules.agentHooks(cfg.Provider, cfg.Model, cfg.Workspace)
 	who := s.leadWho()
 	b := &binding{self: store.LeadName, lead: true, sess: s, rules: cfg.Rules, who: who}
 	var ask func(context.Context, agent.Call, permission.Verdict) agent.Decision
