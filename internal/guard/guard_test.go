@@ -135,6 +135,14 @@ func TestGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.Close()
+	// An additional directory's files are read through its own root.
+	extra := t.TempDir()
+	if err := os.WriteFile(filepath.Join(extra, "kept.go"), []byte("// Zephyra\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.AddDir(extra); err != nil {
+		t.Fatal(err)
+	}
 	g := newGuard(t)
 	next := 0
 	gate := g.Gate(ws, func(context.Context, agent.Call) agent.Decision { next++; return agent.Decision{Allow: true} })
@@ -153,6 +161,8 @@ func TestGate(t *testing.T) {
 		{mk("write_file", map[string]any{"path": filepath.Join(dir, "old.go"), "content": "// Zephyra\npackage a\n"}), true},
 		{mk("edit_file", map[string]any{"path": "old.go", "old_string": "package a", "new_string": "package zephyra"}), false},
 		{mk("read_file", map[string]any{"path": "old.go"}), true},
+		{mk("write_file", map[string]any{"path": filepath.Join(extra, "kept.go"), "content": "// Zephyra\npackage b\n"}), true},
+		{mk("write_file", map[string]any{"path": filepath.Join(extra, "new.go"), "content": "// Zephyra\n"}), false},
 	}
 	for _, tt := range tests {
 		d := gate(context.Background(), tt.call)
@@ -163,8 +173,8 @@ func TestGate(t *testing.T) {
 			t.Errorf("reason %q does not say where the word is listed", d.Reason)
 		}
 	}
-	if next != 3 {
-		t.Errorf("next ran %d times, want 3", next)
+	if next != 4 {
+		t.Errorf("next ran %d times, want 4", next)
 	}
 }
 
