@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -135,5 +136,53 @@ func TestOKAnswer(t *testing.T) {
 		if ok != tt.ok || got != tt.want {
 			t.Errorf("okAnswer(%q) = %+v, %v; want %+v, %v", tt.text, got, ok, tt.want, tt.ok)
 		}
+	}
+}
+
+// TestAgentHookBounds: an agent hook's subagent stops after AgentMaxTurns
+// model calls (a hook that never answers blocks nothing and is reported),
+// and the hook's timeout cuts a slow one short.
+func TestAgentHookBounds(t *testing.T) {
+	srv := fakeapitest.StartTest(t, `
+rules:
+  - agent: "hook:explore"
+    contains: "slow"
+    latency: 1m
+    reply: [{text: "{\"ok\": false, \"reason\": \"too late\"}"}]
+  - agent: "hook:explore"
+    times: 0
+    reply: [{tool_use: {name: glob, input: {pattern: "*"}}}]
+`)
+	p, err := anthropic.New(anthropic.Config{APIKey: "test", BaseURL: srv.URL(), MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	dir := t.TempDir()
+	ws, err := tool.OpenWorkspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+
+	r := newRunner(t, dir, settings.Hook{Event: settings.PreToolUse, Matcher: "Bash", Type: "agent", Prompt: "Look forever."})
+	r.SetAgent(AgentConfig{Provider: p, Model: "claude-test", Workspace: ws})
+	ev := who.Event(settings.PreToolUse)
+	r.toolEvent(&ev, bashCall("make"))
+	out := r.Run(context.Background(), ev)
+	if out.Blocked || len(out.Errors()) != 1 || !strings.Contains(out.Errors()[0].Error(), `not {"ok": …}`) {
+		t.Errorf("a subagent that never answers: %+v %v", out, out.Errors())
+	}
+	if n := len(srv.Requests()); n != AgentMaxTurns {
+		t.Errorf("the subagent made %d model calls, want %d", n, AgentMaxTurns)
+	}
+
+	slow := newRunner(t, dir, settings.Hook{Event: settings.PreToolUse, Matcher: "Bash", Type: "agent", Prompt: "Be slow.", Timeout: 200 * time.Millisecond})
+	slow.SetAgent(AgentConfig{Provider: p, Model: "claude-test", Workspace: ws})
+	ev = who.Event(settings.PreToolUse)
+	slow.toolEvent(&ev, bashCall("make"))
+	out = slow.Run(context.Background(), ev)
+	if out.Blocked || len(out.Errors()) != 1 || !strings.Contains(out.Errors()[0].Error(), "timed out after 200ms") {
+		t.Errorf("a slow subagent: %+v %v", out, out.Errors())
 	}
 }
