@@ -271,6 +271,7 @@ func (o *runOutput) textEvent(ev agent.Event) {
 func (o *runOutput) teamEvent(e store.Event) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.teammateDenial(e)
 	switch o.cfg.Format {
 	case formatStreamJSON:
 		if e.Type == "usage" {
@@ -293,13 +294,37 @@ func (o *runOutput) teamEvent(e store.Event) {
 }
 
 // permissionDenial is one entry of the result's permission_denials: a tool
-// call of the lead that the gate refused. tool_name is Claude Code's name,
-// as rules spell it; reason (troupe's addition) is what the model was told.
+// call of the lead, its subagents or a teammate that the gate refused.
+// tool_name is Claude Code's name, as rules spell it; reason and agent
+// (troupe's additions, which Claude Code's consumers skip) are what the
+// model was told and, for a teammate's call, who made it.
 type permissionDenial struct {
 	ToolName  string          `json:"tool_name"`
 	ToolUseID string          `json:"tool_use_id"`
 	ToolInput json.RawMessage `json:"tool_input"`
 	Reason    string          `json:"reason,omitempty"`
+	Agent     string          `json:"agent,omitempty"`
+}
+
+// teammateDenial records a teammate's refused call from its journal line
+// (permission_check, allowed false): the lead's own come through denied,
+// with its subagents' and the refusals hooks make. o.mu is held.
+func (o *runOutput) teammateDenial(e store.Event) {
+	if e.Type != "permission_check" || e.Field("member") == "" || e.Field("member") == store.LeadName {
+		return
+	}
+	if allowed, ok := e.Fields["allowed"].(bool); !ok || allowed {
+		return
+	}
+	in, err := json.Marshal(e.Fields["input"])
+	if err != nil || e.Fields["input"] == nil || !json.Valid(in) {
+		in = json.RawMessage(`{}`)
+	}
+	o.denials = append(o.denials, permissionDenial{ToolName: permission.ClaudeName(e.Field("tool")), ToolUseID: e.Field("tool_use_id"),
+		ToolInput: in, Reason: e.Field("reason"), Agent: e.Field("member")})
+	if o.cfg.Format == formatText {
+		fmt.Fprintf(o.cfg.Stderr, "troupe: %s's %s was refused: %s\n", e.Field("member"), e.Field("tool"), e.Field("reason"))
+	}
 }
 
 // denied records a refused call of the lead.

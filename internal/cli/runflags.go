@@ -34,7 +34,7 @@ func (f *claudeFlags) add(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.disallowedKebab, "disallowed-tools", nil, denyHelp)
 	fs.StringVar(&f.systemPrompt, "system-prompt", "", "replace the lead's whole system prompt with this text")
 	fs.StringVar(&f.appendSystemPrompt, "append-system-prompt", "", "add this text at the end of the lead's system prompt")
-	fs.StringArrayVar(&f.addDirs, "add-dir", nil, "another directory the agents may work in (recorded; file tools stay confined to the workspace for now)")
+	fs.StringArrayVar(&f.addDirs, "add-dir", nil, "another directory the agents' file tools may reach (by absolute path), under the same permission rules as the workspace; repeat for more")
 	fs.BoolVar(&f.skipPermissions, "dangerously-skip-permissions", false, "run every agent in bypassPermissions mode: nothing asks (deny rules still refuse); same as --permission-mode bypassPermissions")
 }
 
@@ -170,9 +170,14 @@ func (f *claudeFlags) apply(e *env, cfg *team.Config) error {
 		for _, s := range e.extraSettings {
 			cfg.AgentCommand = append(cfg.AgentCommand, "--settings", s)
 		}
+		for _, d := range f.addDirs {
+			cfg.AgentCommand = append(cfg.AgentCommand, "--add-dir", d)
+		}
 	}
-	if len(f.addDirs) > 0 {
-		e.logger.Info("additional directories", "dirs", f.addDirs)
+	n := len(e.sections)
+	if err := e.addDirs(f.addDirs); err != nil {
+		return err
 	}
+	cfg.Sections = append(cfg.Sections, e.sections[n:]...)
 	return checkMode(cfg.PermissionMode)
 }

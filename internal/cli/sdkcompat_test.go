@@ -422,3 +422,70 @@ func keys(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
+
+const teammateDenyScript = `
+rules:
+  - agent: team-lead
+    contains: "Team up"
+    reply:
+      - tool_use: {name: bash, input: {command: "rm -rf lead-cache"}}
+      - tool_use: {name: TeamCreate, input: {team_name: duo}}
+      - tool_use: {name: TaskCreate, input: {subject: "Clean up"}}
+      - tool_use: {name: Task, input: {team_name: duo, name: alice, description: cleaner, prompt: "Take the task from the board."}}
+  - agent: team-lead
+    times: 0
+    reply: [{text: "Done."}]
+  - agent: alice
+    contains: "You claimed task #1"
+    reply:
+      - tool_use: {name: bash, input: {command: "rm -rf build"}}
+      - tool_use: {name: TaskUpdate, input: {taskId: "1", status: completed}}
+      - tool_use: {name: SendMessage, input: {recipient: team-lead, content: "could not clean"}}
+  - agent: alice
+    times: 0
+    reply: [{text: "Waiting for work."}]
+`
+
+// TestTeammateDenials: the result's permission_denials hold the
+// teammates' refused calls beside the lead's, each in Claude Code's shape,
+// a teammate's with its name as the extra field agent.
+func TestTeammateDenials(t *testing.T) {
+	for _, format := range []string{"stream-json", "json"} {
+		t.Run(format, func(t *testing.T) {
+			out, code := runCLI(t, []byte(teammateDenyScript), "", "-p", "Team up", "--dangerously-skip-permissions",
+				"--disallowedTools", "Bash(rm:*)", "--output-format", format)
+			if code != 0 {
+				t.Fatalf("exit code %d; output:\n%s", code, out)
+			}
+			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+			var result map[string]any
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &result); err != nil {
+				t.Fatal(err)
+			}
+			if _, errs := checkSDKLine(result); len(errs) > 0 {
+				t.Errorf("result: %v", errs)
+			}
+			ds, _ := result["permission_denials"].([]any)
+			var got []map[string]any
+			for _, d := range ds {
+				m := d.(map[string]any)
+				if id, _ := m["tool_use_id"].(string); !strings.HasPrefix(id, "toolu_") {
+					t.Errorf("tool_use_id %v", m["tool_use_id"])
+				}
+				if r, _ := m["reason"].(string); !strings.Contains(r, "Bash(rm:*)") {
+					t.Errorf("reason %q", r)
+				}
+				delete(m, "tool_use_id")
+				delete(m, "reason")
+				got = append(got, m)
+			}
+			want := []map[string]any{
+				{"tool_name": "Bash", "tool_input": map[string]any{"command": "rm -rf lead-cache"}},
+				{"tool_name": "Bash", "tool_input": map[string]any{"command": "rm -rf build"}, "agent": "alice"},
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("permission_denials (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

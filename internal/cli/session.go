@@ -467,6 +467,9 @@ lead's answers from forged ones.`,
 			if err := applyFlagRules(e, splitRules(allowed), splitRules(disallowed)); err != nil {
 				return err
 			}
+			if err := e.addDirs(a.run.claude.addDirs); err != nil {
+				return err
+			}
 			t, err := e.store.Team(a.ctx, teamName)
 			if err != nil {
 				return withCode(ExitError, err)
@@ -512,6 +515,7 @@ lead's answers from forged ones.`,
 	cmd.Flags().StringArrayVar(&allowed, "allowedTools", nil, "permission rules to allow (the lead's --allowedTools)")
 	cmd.Flags().StringArrayVar(&disallowed, "disallowedTools", nil, "permission rules to deny (the lead's --disallowedTools)")
 	cmd.Flags().StringArrayVar(&a.run.settingsFiles, "settings", nil, "another settings file (the lead's --settings)")
+	cmd.Flags().StringArrayVar(&a.run.claude.addDirs, "add-dir", nil, "another directory the file tools may reach (the lead's --add-dir)")
 	pf.add(cmd.Flags())
 	return cmd
 }

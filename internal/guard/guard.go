@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -323,9 +324,12 @@ func (g *Guard) CheckCall(ws *tool.Workspace, call agent.Call) error {
 		return nil // the tool refuses bad input itself
 	}
 	rel := in.Path
+	var place *tool.Place
 	if ws != nil {
-		if r, err := ws.Resolve(in.Path); err == nil {
-			rel = r
+		// An additional directory's file is named by its absolute path
+		// (exemptions are workspace-relative) and read through its root.
+		if p, err := ws.Locate(in.Path); err == nil {
+			place, rel = &p, p.Show(p.Rel)
 		}
 	}
 	switch call.Kind {
@@ -334,7 +338,10 @@ func (g *Guard) CheckCall(ws *tool.Workspace, call agent.Call) error {
 	case kind.Edit:
 		switch {
 		case in.Content != nil:
-			old, _ := readWS(ws, rel)
+			old := ""
+			if place != nil {
+				old, _ = readRoot(place.Root(), place.Rel)
+			}
 			return g.CheckWrite(rel, *in.Content, old)
 		case in.NewString != nil:
 			return g.CheckEdit(rel, in.OldString, *in.NewString)
@@ -394,7 +401,11 @@ func readWS(ws *tool.Workspace, rel string) (string, error) {
 	if ws == nil || rel == "" {
 		return "", fs.ErrNotExist
 	}
-	f, err := ws.Root().Open(rel)
+	return readRoot(ws.Root(), rel)
+}
+
+func readRoot(root *os.Root, rel string) (string, error) {
+	f, err := root.Open(rel)
 	if err != nil {
 		return "", err
 	}

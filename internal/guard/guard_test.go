@@ -136,6 +136,14 @@ func TestGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.Close()
+	// An additional directory's files are read through its own root.
+	extra := t.TempDir()
+	if err := os.WriteFile(filepath.Join(extra, "kept.go"), []byte("// Zephyra\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.AddDir(extra); err != nil {
+		t.Fatal(err)
+	}
 	g := newGuard(t)
 	next := 0
 	gate := g.Gate(ws, func(context.Context, agent.Call) agent.Decision { next++; return agent.Decision{Allow: true} })
@@ -168,6 +176,8 @@ func TestGate(t *testing.T) {
 		{kinded("mcp__sh__run", kind.Execute, map[string]any{"argv": []any{"git", "commit", "-m", "Zephyra"}}), false},
 		{kinded("SendMessage", kind.Manage, map[string]any{"content": "Zephyra, look"}), true}, // stays in .troupe
 		{kinded("mcp__fs__read", kind.Read, map[string]any{"path": "Zephyra.md"}), true},
+		{mk("write_file", map[string]any{"path": filepath.Join(extra, "kept.go"), "content": "// Zephyra\npackage b\n"}), true},
+		{mk("write_file", map[string]any{"path": filepath.Join(extra, "new.go"), "content": "// Zephyra\n"}), false},
 	}
 	for _, tt := range tests {
 		d := gate(context.Background(), tt.call)
@@ -178,8 +188,8 @@ func TestGate(t *testing.T) {
 			t.Errorf("reason %q does not say where the word is listed", d.Reason)
 		}
 	}
-	if next != 6 {
-		t.Errorf("next ran %d times, want 6", next)
+	if next != 7 {
+		t.Errorf("next ran %d times, want 7", next)
 	}
 }
 

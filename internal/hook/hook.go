@@ -192,8 +192,8 @@ type Config struct {
 	Show func(ev Event, text string)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// Ask answers prompt hooks (type "prompt", and "agent" run as one);
-	// nil: they are reported and not run, unless SetAsker gives one.
+	// Ask answers prompt hooks; nil: they are reported and not run,
+	// unless SetAsker gives one. Agent hooks run on what SetAgent gives.
 	Ask Asker
 }
 
@@ -205,6 +205,7 @@ type Runner struct {
 	warnings []string
 	pending  pending // PreToolUse context waiting for its call's result
 	asker    atomic.Pointer[Asker]
+	agent    atomic.Pointer[AgentConfig] // what agent hooks run on (SetAgent)
 }
 
 type compiled struct {
@@ -225,8 +226,8 @@ var namesOnly = regexp.MustCompile(`^[A-Za-z0-9_|]+$`)
 // "_" and "|" lists exact names, "" and "*" match everything, and anything
 // else is an unanchored regular expression. A hook whose matcher is not a
 // valid one is skipped with a warning (Warnings) that names it and its
-// file; it never stops troupe. Hooks of a type troupe does not run
-// (prompt, agent, http) are reported by package settings when loaded. The
+// file; it never stops troupe. Hooks of a type troupe does not run (http)
+// are reported by package settings when loaded. The
 // error is always nil; it stays so that callers need not change.
 func New(cfg Config) (*Runner, error) {
 	if cfg.DefaultTimeout <= 0 {

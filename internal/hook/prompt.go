@@ -58,19 +58,22 @@ func (r *Runner) getAsker() Asker {
 	return r.cfg.Ask
 }
 
-// askHook runs a prompt hook: the event (in place of $ARGUMENTS, else
-// after the prompt) goes to the model, whose {"ok": false, "reason"}
-// blocks as "decision": "block" would.
+// askHook runs a prompt hook, or an agent hook (a read-only subagent that
+// may look at the workspace before it answers): the event (in place of
+// $ARGUMENTS, else after the prompt) goes to the model, whose
+// {"ok": false, "reason"} blocks as "decision": "block" would.
 func (r *Runner) askHook(ctx context.Context, h settings.Hook, stdin []byte) Result {
 	res := Result{Hook: h, ExitCode: -1}
-	ask := r.getAsker()
+	ask, timeout := r.getAsker(), PromptTimeout
+	if h.Type == "agent" {
+		ask, timeout = r.agentAsker(), AgentTimeout
+	}
 	if ask == nil {
 		res.Err = fmt.Errorf("%s is a %s hook and no model is set to answer it; it did not run", describe(h), h.Type)
 		return res
 	}
-	timeout := h.Timeout
-	if timeout <= 0 {
-		timeout = PromptTimeout
+	if h.Timeout > 0 {
+		timeout = h.Timeout
 	}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -92,19 +95,43 @@ func (r *Runner) askHook(ctx context.Context, h settings.Hook, stdin []byte) Res
 		res.Err = fmt.Errorf("%s: the model could not answer: %w", describe(h), err)
 		return res
 	}
-	var v struct {
-		OK     *bool  `json:"ok"`
-		Reason string `json:"reason"`
-	}
-	i, j := strings.IndexByte(text, '{'), strings.LastIndexByte(text, '}')
-	if i < 0 || j < i || json.Unmarshal([]byte(text[i:j+1]), &v) != nil || v.OK == nil {
+	v, ok := okAnswer(text)
+	if !ok {
 		res.Err = fmt.Errorf("%s: the model answered %q, not {\"ok\": …}; ignored", describe(h), firstLine(text, 200))
 		return res
 	}
 	res.ExitCode = 0
-	if !*v.OK {
-		out, _ := json.Marshal(map[string]string{"decision": "block", "reason": nonEmpty(v.Reason, describe(h)+" said no")})
+	if !v.ok {
+		out, _ := json.Marshal(map[string]string{"decision": "block", "reason": nonEmpty(v.reason, describe(h)+" said no")})
 		res.Stdout = string(out)
 	}
 	return res
+}
+
+type answer struct {
+	ok     bool
+	reason string
+}
+
+// okAnswer finds the model's {"ok": …, "reason": …} in its text: the last
+// JSON object in it that has "ok" (an agent hook's subagent may write what
+// it found before it).
+func okAnswer(text string) (answer, bool) {
+	var found answer
+	ok := false
+	for i := strings.IndexByte(text, '{'); i >= 0; {
+		var v struct {
+			OK     *bool  `json:"ok"`
+			Reason string `json:"reason"`
+		}
+		if json.NewDecoder(strings.NewReader(text[i:])).Decode(&v) == nil && v.OK != nil {
+			found, ok = answer{ok: *v.OK, reason: v.Reason}, true
+		}
+		j := strings.IndexByte(text[i+1:], '{')
+		if j < 0 {
+			break
+		}
+		i += j + 1
+	}
+	return found, ok
 }

@@ -438,7 +438,7 @@ func (p *Policy) writesAccepted(mode Mode, targets []written) (string, bool) {
 		if _, ok := p.allowPath("edit_file", forms); ok {
 			continue
 		}
-		if mode == AcceptEdits && allInside(forms) {
+		if mode == AcceptEdits && p.allInside(forms) {
 			continue
 		}
 		return forms[0], false
@@ -446,9 +446,9 @@ func (p *Policy) writesAccepted(mode Mode, targets []written) (string, bool) {
 	return "", true
 }
 
-func allInside(forms []string) bool {
+func (p *Policy) allInside(forms []string) bool {
 	for _, f := range forms {
-		if !inside(f) {
+		if !p.inside(f) {
 			return false
 		}
 	}
@@ -462,7 +462,7 @@ func (p *Policy) insideOnly(c command) bool {
 		return false
 	}
 	for _, o := range operands(c.args()) {
-		if forms, _ := p.pathForms(o); !allInside(forms) {
+		if forms, _ := p.pathForms(o); !p.allInside(forms) {
 			return false
 		}
 	}

@@ -402,6 +402,7 @@ type Policy struct {
 	ask       []Rule
 	allow     []Rule
 	protected []string // patterns given to Protect
+	dirs      []string // the additional directories, absolute slash forms (AddDirs)
 
 	wsOnce  sync.Once
 	wsForms []string // the workspace as given and with its symlinks resolved
@@ -619,7 +620,7 @@ func (p *Policy) denyPath(rules []Rule, forms []string, abs string) (Rule, strin
 // path: the path itself, what it resolves to, or another name of it.
 func (p *Policy) protects(forms []string, abs string, removes bool) bool {
 	for _, f := range forms {
-		if p.isProtected(f) || removes && p.holdsProtected(f) {
+		if p.isProtected(f) || removes && p.holdsProtected(f) || p.protectedExtra(f, removes) {
 			return true
 		}
 	}

@@ -365,9 +365,7 @@ func Parse(data []byte, src Source) (*File, error) {
 					return nil, fmt.Errorf("%w: %s: hooks.%s[%d].hooks[%d]: timeout %v: want a positive number of seconds", ErrMalformed, src, event, gi, hi, *h.Timeout)
 				case (h.Type == "prompt" || h.Type == "agent") && strings.TrimSpace(h.Prompt) == "":
 					f.Warnings = append(f.Warnings, fmt.Sprintf("%s: hooks.%s[%d].hooks[%d]: %s hook without a \"prompt\"; it never runs", src, event, gi, hi, h.Type))
-				case h.Type == "agent":
-					f.Warnings = append(f.Warnings, fmt.Sprintf("%s: hooks.%s[%d].hooks[%d]: agent hooks run as prompt hooks in troupe: the model answers without tools", src, event, gi, hi))
-				case h.Type != "command" && h.Type != "prompt":
+				case h.Type != "command" && h.Type != "prompt" && h.Type != "agent":
 					f.Warnings = append(f.Warnings, fmt.Sprintf("%s: hooks.%s[%d].hooks[%d]: hook type %q is not supported; only \"command\" hooks run", src, event, gi, hi, h.Type))
 				}
 			}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -147,6 +148,14 @@ type Runner struct {
 	// ResolveModel, if set, turns a custom type's model (an alias such as
 	// "sonnet", or an id) into the model to call; nil uses ModelAliases.
 	ResolveModel func(string) string
+	// TranscriptDir, if set, is asked at each run for the directory its
+	// transcript goes in ("": none); the file is <Parent>-sub-<id>.jsonl,
+	// and RunOf the run's context names it (SubagentStop's
+	// agent_transcript_path).
+	TranscriptDir func(ctx context.Context) string
+	// OnTranscriptError, if set, hears a transcript that could not be
+	// written; the run goes on without it.
+	OnTranscriptError func(path string, err error)
 }
 
 // spec is what a run of one type needs.
@@ -225,6 +234,24 @@ func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
 	if spec.maxTurns > 0 {
 		iterations = spec.maxTurns
 	}
+	run := Run{ID: newRunID(), Name: name, Type: ClaudeType(spec.typ)}
+	var tr *transcript
+	if r.TranscriptDir != nil {
+		if dir := r.TranscriptDir(ctx); dir != "" {
+			run.TranscriptPath = filepath.Join(dir, transcriptFile(r.Parent, run.ID))
+			tr = &transcript{path: run.TranscriptPath}
+			defer func() {
+				if err := tr.close(); err != nil && r.OnTranscriptError != nil {
+					r.OnTranscriptError(tr.path, err)
+				}
+			}()
+		}
+	}
+	ctx = context.WithValue(ctx, runKey{}, run)
+	var record func(llm.Message)
+	if tr != nil {
+		record = tr.record
+	}
 	id := agent.Identity{Name: name}
 	prompt := agent.Prompt{Identity: id, Instructions: instructions(r.Parent, spec.instructions)}
 	if r.Workspace != nil {
@@ -247,6 +274,7 @@ func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
 		AfterTool:  r.AfterTool,
 		Boundaries: boundaries,
 		Observe:    r.Observe,
+		Record:     record,
 		Identity:   id.Line(),
 		Compactor:  r.Compactor,
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi/fakeapitest"
+	"github.com/troupe-dev/troupe/internal/secret"
 	"github.com/troupe-dev/troupe/internal/subagent"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/tool/kind"
@@ -330,5 +331,66 @@ func TestTypesByKind(t *testing.T) {
 	}
 	if diff := cmp.Diff(reads, got); diff != "" || len(got) == 0 {
 		t.Errorf("explore's tools are not the read tools (-reads +explore):\n%s", diff)
+	}
+}
+
+// TestTranscript: each run writes its messages to <parent>-sub-<id>.jsonl
+// in the directory TranscriptDir gives, secrets redacted, and its context
+// names the run (what SubagentStop's agent_transcript_path is made of).
+func TestTranscript(t *testing.T) {
+	const key = "sk-ant-api03-transcript-test-key-0123456789"
+	secret.Register(key)
+	t.Cleanup(secret.Reset)
+	f := setup(t, `
+rules:
+  - agent: team-lead
+    contains: "go"
+    reply: [{tool_use: {name: Task, input: {description: "look", prompt: "Find the key `+key+`", subagent_type: explore}}}]
+  - agent: "team-lead:explore"
+    contains: "Find the key"
+    reply: [{text: "REPORT: found it"}]
+  - agent: team-lead
+    reply: [{text: "done"}]
+`)
+	dir := filepath.Join(t.TempDir(), "transcripts")
+	f.runner.TranscriptDir = func(context.Context) string { return dir }
+	var runs []subagent.Run
+	f.runner.Stop = func(ctx context.Context, name, last string, active bool) (string, bool) {
+		run, _ := subagent.RunOf(ctx)
+		runs = append(runs, run)
+		return "", false
+	}
+	if _, err := f.parent(t).Run(context.Background(), llm.TextBlock("go")); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 {
+		t.Fatalf("Stop saw %d runs, want 1", len(runs))
+	}
+	run := runs[0]
+	want := subagent.Run{ID: run.ID, Name: "team-lead:explore", Type: "Explore",
+		TranscriptPath: filepath.Join(dir, "team-lead-sub-"+run.ID+".jsonl")}
+	if diff := cmp.Diff(want, run); diff != "" || len(run.ID) != 16 {
+		t.Errorf("the run's context (-want +got):\n%s", diff)
+	}
+	data, err := os.ReadFile(run.TranscriptPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var l struct {
+			TS      string `json:"ts"`
+			Role    string `json:"role"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil || l.TS == "" {
+			t.Fatalf("transcript line %q: %v", line, err)
+		}
+		got = append(got, l.Role+": "+l.Content[0].Text)
+	}
+	if diff := cmp.Diff([]string{"user: Find the key [redacted]", "assistant: REPORT: found it"}, got); diff != "" {
+		t.Errorf("transcript (-want +got):\n%s", diff)
 	}
 }

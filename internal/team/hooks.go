@@ -15,6 +15,8 @@ import (
 	"github.com/troupe-dev/troupe/internal/hook"
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/subagent"
+	"github.com/troupe-dev/troupe/internal/tool"
 )
 
 // leadHooks is what the lead's hook events need that changes during a
@@ -50,6 +52,23 @@ func (s *Session) leadWho() hook.Who {
 				ev.TeamName, ev.TranscriptPath = team, s.cfg.Rules.transcriptPath(team, store.LeadName)
 			}
 		}}
+}
+
+// subagentTranscripts is where the lead's subagents write their
+// transcripts: beside the team's, or under the lead's session when it has
+// no team ("": the state directory is not known).
+func (s *Session) subagentTranscripts(context.Context) string {
+	r := s.cfg.Rules
+	if r == nil || r.StateDir == "" {
+		return ""
+	}
+	s.hk.mu.Lock()
+	team, session := s.hk.team, s.hk.session
+	s.hk.mu.Unlock()
+	if team != "" {
+		return filepath.Dir(r.transcriptPath(team, store.LeadName))
+	}
+	return filepath.Join(r.StateDir, "sessions", session, "subagents")
 }
 
 // hookSession is the lead's session_id.
@@ -171,6 +190,12 @@ func (r *Rules) compactHooks(who hook.Who) (func(context.Context, agent.CompactR
 	return pre, post
 }
 
+// agentHooks gives the hooks' agent-type hooks their model and what they
+// may read: the workspace under the session's policy.
+func (r *Rules) agentHooks(p llm.Provider, model string, ws *tool.Workspace) {
+	r.hooks().SetAgent(hook.AgentConfig{Provider: p, Model: model, Workspace: ws, Policy: r.policy()})
+}
+
 // subagentHooks are a subagent.Runner's Start and Stop: SubagentStart and
 // SubagentStop hooks, with the subagent's agent_id and agent_type.
 func (r *Rules) subagentHooks(who hook.Who) (start func(context.Context, string, string) (context.Context, []llm.Block), stop func(context.Context, string, string, bool) (string, bool)) {
@@ -180,6 +205,9 @@ func (r *Rules) subagentHooks(who hook.Who) (start func(context.Context, string,
 	}
 	start = func(ctx context.Context, name, typ string) (context.Context, []llm.Block) {
 		sa := hook.Subagent{ID: hook.NewSessionID(), Type: typ}
+		if run, ok := subagent.RunOf(ctx); ok {
+			sa = hook.Subagent{ID: run.ID, Type: run.Type, TranscriptPath: run.TranscriptPath}
+		}
 		ctx = hook.WithSubagent(ctx, sa)
 		return ctx, contextBlocks(h.SubagentStart(ctx, who, sa).Context)
 	}

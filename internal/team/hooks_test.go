@@ -172,3 +172,61 @@ rules:
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
+
+// TestSubagentStopTranscript: SubagentStop carries the subagent's
+// agent_id, agent_type (Claude Code's name) and agent_transcript_path, the
+// file its messages were written to: under the lead's session when it has
+// no team, beside the team's transcripts when it has one.
+func TestSubagentStopTranscript(t *testing.T) {
+	capture := `jq -c '{e: .hook_event_name, id: .agent_id, type: .agent_type, path: .agent_transcript_path}' >> "$CLAUDE_PROJECT_DIR/events.jsonl"`
+	hooks := []settings.Hook{{Event: "SubagentStop", Type: "command", Command: capture}}
+	f := start(t, `
+rules:
+  - agent: team-lead
+    contains: "Look first"
+    reply: [{tool_use: {name: Task, input: {description: look, prompt: "Look around alone.", subagent_type: explore}}}]
+  - agent: "team-lead:explore"
+    contains: "alone"
+    reply: [{text: "REPORT alone"}]
+  - agent: team-lead
+    contains: "REPORT alone"
+    reply:
+      - tool_use: {name: TeamCreate, input: {team_name: crew}}
+      - tool_use: {name: Task, input: {description: look, prompt: "Look around in a team.", subagent_type: explore}}
+  - agent: "team-lead:explore"
+    contains: "in a team"
+    reply: [{text: "REPORT team"}]
+  - agent: team-lead
+    times: 0
+    reply: [{text: "ok"}]
+`, withRules(t, hooks, nil), func(c *team.Config) { c.Rules.StateDir = filepath.Join(c.Workspace.Dir(), ".troupe") })
+	f.run("Look first.")
+	data, err := os.ReadFile(filepath.Join(f.ws, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d SubagentStop events, want 2: %s", len(lines), data)
+	}
+	for i, dir := range []string{
+		filepath.Join(f.ws, ".troupe", "sessions", "*", "subagents"),
+		filepath.Join(f.ws, ".troupe", "teams", "crew", "transcripts"),
+	} {
+		var ev struct{ E, ID, Type, Path string }
+		if err := json.Unmarshal([]byte(lines[i]), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := filepath.Match(filepath.Join(dir, "team-lead-sub-"+ev.ID+".jsonl"), ev.Path); !ok || ev.ID == "" || ev.Type != "Explore" {
+			t.Errorf("SubagentStop %d = %+v, want agent_transcript_path in %s", i, ev, dir)
+			continue
+		}
+		b, err := os.ReadFile(ev.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"alone", "in a team"}[i]; !strings.Contains(string(b), want) || !strings.Contains(string(b), `"role":"assistant"`) {
+			t.Errorf("transcript %s holds %s; want the prompt with %q and the reply", ev.Path, b, want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ func RunMember(ctx context.Context, cfg MemberConfig) error {
 	if err != nil {
 		return err
 	}
+	cfg.Rules.agentHooks(cfg.Provider, cfg.DefaultModel, cfg.Workspace)
 	bctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

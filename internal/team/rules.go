@@ -2,6 +2,7 @@ package team
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -254,8 +255,12 @@ func recordDecision(j func(ctx context.Context, typ string, fields map[string]an
 		if v.Effect == permission.Allow && v.Rule == "" {
 			return // the mode's plain default: nothing worth a journal line
 		}
-		j(ctx, "permission_check", map[string]any{"member": name, "tool": call.Name, "effect": string(v.Effect),
-			"rule": v.Rule, "source": v.Source, "reason": v.Reason, "allowed": d.Allow})
+		f := map[string]any{"member": name, "tool": call.Name, "effect": string(v.Effect),
+			"rule": v.Rule, "source": v.Source, "reason": v.Reason, "allowed": d.Allow, "tool_use_id": call.ID}
+		if !d.Allow && json.Valid(call.Input) {
+			f["input"] = json.RawMessage(call.Input) // for the run's permission_denials
+		}
+		j(ctx, "permission_check", f)
 	}
 }
 

@@ -291,6 +291,7 @@ func NewSession(cfg Config) (*Session, error) {
 	}
 	s := &Session{cfg: cfg, members: map[string]*handle{}, requests: map[string]store.Message{}, toHuman: map[string]bool{}, awaiting: map[string]string{}, jobs: tool.NewJobs(), reaped: map[string]bool{}}
 	s.hk.session = hook.NewSessionID()
+	cfg.Rules.agentHooks(cfg.Provider, cfg.Model, cfg.Workspace)
 	who := s.leadWho()
 	b := &binding{self: store.LeadName, lead: true, sess: s, rules: cfg.Rules, who: who}
 	var ask func(context.Context, agent.Call, permission.Verdict) agent.Decision
@@ -320,6 +321,8 @@ func NewSession(cfg Config) (*Session, error) {
 		Observe: s.usage.observe(cfg.Observe), Gate: gate, Compactor: &compact.Compactor{}, Hidden: cfg.Rules.hidden(), ShellEnv: cfg.Rules.shellEnv(), Sandbox: cfg.Rules.sandbox(),
 		AfterTool: cfg.Rules.afterTool(cfg.Workspace, who), Agents: cfg.Agents}
 	sub.Start, sub.Stop = cfg.Rules.subagentHooks(who)
+	sub.TranscriptDir = s.subagentTranscripts
+	sub.OnTranscriptError = func(path string, err error) { cfg.Logger.Warn("subagent transcript", "path", path, "err", err) }
 	list := &todo.List{}
 	id := agent.Identity{Name: store.LeadName}
 	compactor, onCompact := compaction(s.Team, store.LeadName, cfg.Logger)

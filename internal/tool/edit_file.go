@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/troupe-dev/troupe/internal/llm"
@@ -45,11 +44,12 @@ func (editFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) Re
 	if !ok {
 		return res
 	}
-	rel, err := ws.Resolve(args.Path)
+	place, err := ws.Locate(args.Path)
 	if err != nil {
 		return Errorf("edit_file: %v", err)
 	}
-	fi, err := ws.Root().Stat(rel)
+	rel, root := place.Rel, place.Root()
+	fi, err := root.Stat(rel)
 	if err != nil {
 		return Errorf("edit_file: %v", ws.Explain(args.Path, err))
 	}
@@ -59,7 +59,7 @@ func (editFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) Re
 	if !fi.Mode().IsRegular() {
 		return Errorf("edit_file: %q is not a regular file (%v)", args.Path, fi.Mode().Type())
 	}
-	data, err := ws.Root().ReadFile(rel)
+	data, err := root.ReadFile(rel)
 	if err != nil {
 		return Errorf("edit_file: %v", ws.Explain(args.Path, err))
 	}
@@ -82,14 +82,14 @@ func (editFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) Re
 	if !args.ReplaceAll {
 		updated = content[:first] + args.NewString + content[first+len(args.OldString):]
 	}
-	if _, err := ws.writeFile(rel, []byte(updated)); err != nil {
+	if _, err := writeFile(root, rel, []byte(updated)); err != nil {
 		return Errorf("edit_file: %v", ws.Explain(args.Path, err))
 	}
 	res = OK(fmt.Sprintf("Edited %s: replaced 1 occurrence. The result:\n%s", args.Path, snippet(updated, first, len(args.NewString))))
 	if n > 1 {
 		res = OK(fmt.Sprintf("Edited %s: replaced %s.", args.Path, plural(n, "occurrence")))
 	}
-	res.Response = EditResponse{FilePath: filepath.Join(ws.Dir(), rel), OldString: args.OldString, NewString: args.NewString,
+	res.Response = EditResponse{FilePath: place.Abs(), OldString: args.OldString, NewString: args.NewString,
 		OriginalFile: content, StructuredPatch: Patch(content, updated), ReplaceAll: args.ReplaceAll}
 	return res
 }

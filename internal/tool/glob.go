@@ -51,7 +51,7 @@ func (globTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 	if !ok {
 		return res
 	}
-	pattern, base, err := ws.globPattern(args.Pattern, args.Path)
+	pattern, base, place, err := ws.globPattern(args.Pattern, args.Path)
 	if err != nil {
 		return Errorf("glob: %v", err)
 	}
@@ -61,8 +61,8 @@ func (globTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 	}
 	var matches []match
 	hidden := 0
-	err = ws.walk(ctx, base, func(rel string, d fs.DirEntry) error {
-		if env.hidden("glob", rel) {
+	err = walk(ctx, place.Root(), base, func(rel string, d fs.DirEntry) error {
+		if env.hidden("glob", place.Show(rel)) {
 			hidden++
 			if d.IsDir() {
 				return fs.SkipDir
@@ -79,11 +79,11 @@ func (globTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 		if fi, err := d.Info(); err == nil {
 			mod = fi.ModTime()
 		}
-		matches = append(matches, match{rel, mod})
+		matches = append(matches, match{place.Show(rel), mod})
 		return nil
 	})
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return Errorf("glob: %v", ws.Explain(displayBase(args.Path, base), err))
+		return Errorf("glob: %v", ws.Explain(displayBase(args.Path, place.Show(base)), err))
 	}
 	if len(matches) == 0 {
 		return OK(fmt.Sprintf("No files match %q.%s", args.Pattern, hiddenNote(hidden)))
@@ -123,56 +123,57 @@ func hiddenNote(n int) string {
 }
 
 // globPattern turns the model's pattern and directory into a pattern over
-// root-relative paths and the directory to walk: the longest part of the
-// pattern without metacharacters, so that src/**/*.go walks only src.
-func (w *Workspace) globPattern(pattern, dir string) (full, base string, err error) {
+// paths relative to the place searched (the workspace or an additional
+// directory) and the directory to walk: the longest part of the pattern
+// without metacharacters, so that src/**/*.go walks only src.
+func (w *Workspace) globPattern(pattern, dir string) (full, base string, place Place, err error) {
 	if pattern == "" {
-		return "", "", fmt.Errorf(`"pattern" is empty`)
+		return "", "", Place{}, fmt.Errorf(`"pattern" is empty`)
 	}
 	if strings.IndexByte(pattern, 0) >= 0 {
-		return "", "", fmt.Errorf("%w: pattern %q contains a NUL byte", ErrBadPath, pattern)
+		return "", "", Place{}, fmt.Errorf("%w: pattern %q contains a NUL byte", ErrBadPath, pattern)
 	}
 	if dir == "" {
 		dir = "."
 	}
-	relDir, err := w.Resolve(dir)
+	place, err = w.Locate(dir)
 	if err != nil {
-		return "", "", err
+		return "", "", Place{}, err
 	}
-	if fi, err := w.Root().Stat(relDir); err != nil {
-		return "", "", w.Explain(dir, err)
+	if fi, err := place.Root().Stat(place.Rel); err != nil {
+		return "", "", Place{}, w.Explain(dir, err)
 	} else if !fi.IsDir() {
-		return "", "", fmt.Errorf("path %q is not a directory", dir)
+		return "", "", Place{}, fmt.Errorf("path %q is not a directory", dir)
 	}
+	relDir := place.Rel
 	if filepath.IsAbs(pattern) {
-		// An absolute pattern must lie inside the workspace; its static
-		// prefix is checked like any path.
-		static, _ := doublestar.SplitPattern(filepath.ToSlash(pattern))
-		relStatic, err := w.Resolve(static)
+		// An absolute pattern must lie inside the workspace or an
+		// additional directory; its static prefix is checked like any
+		// path.
+		static, rest := doublestar.SplitPattern(filepath.ToSlash(pattern))
+		at, err := w.Locate(static)
 		if err != nil {
-			return "", "", fmt.Errorf("pattern %q: %w", pattern, err)
+			return "", "", Place{}, fmt.Errorf("pattern %q: %w", pattern, err)
 		}
-		_, rest := doublestar.SplitPattern(filepath.ToSlash(pattern))
-		pattern = path.Join(relStatic, rest)
-		relDir = "."
+		place, pattern, relDir = at, path.Join(filepath.ToSlash(at.Rel), rest), "."
 	}
 	for _, seg := range strings.Split(pattern, "/") {
 		if seg == ".." {
-			return "", "", fmt.Errorf("pattern %q is %w %s: it may not contain \"..\"", pattern, ErrOutsideWorkspace, w.dir)
+			return "", "", Place{}, fmt.Errorf("pattern %q is %w %s: it may not contain \"..\"", pattern, ErrOutsideWorkspace, place.Dir())
 		}
 	}
 	full = path.Join(filepath.ToSlash(relDir), pattern)
 	if !doublestar.ValidatePattern(full) {
-		return "", "", fmt.Errorf("pattern %q is not a valid glob", pattern)
+		return "", "", Place{}, fmt.Errorf("pattern %q is not a valid glob", pattern)
 	}
 	base, _ = doublestar.SplitPattern(full)
 	if base == "" {
 		base = "."
 	}
-	if _, err := w.Resolve(base); err != nil {
-		return "", "", err
+	if base == ".." || strings.HasPrefix(base, "../") || path.IsAbs(base) {
+		return "", "", Place{}, w.outside(pattern)
 	}
-	return full, base, nil
+	return full, base, place, nil
 }
 
 // displayBase names the searched directory in errors as the model gave it.

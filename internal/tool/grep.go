@@ -90,23 +90,24 @@ func (grepTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 	if given == "" {
 		given = "."
 	}
-	base, err := ws.Resolve(given)
+	place, err := ws.Locate(given)
 	if err != nil {
 		return Errorf("grep: %v", err)
 	}
-	fi, err := ws.Root().Stat(base)
+	base := place.Rel
+	fi, err := place.Root().Stat(base)
 	if err != nil {
 		return Errorf("grep: %v", ws.Explain(given, err))
 	}
 
-	s := &grepSearch{ws: ws, re: re, mode: mode, context: args.Context, max: maxResults}
+	s := &grepSearch{place: place, re: re, mode: mode, context: args.Context, max: maxResults}
 	if !fi.IsDir() {
 		if err := s.file(base, true); err != nil {
 			return Errorf("grep: %v", ws.Explain(given, err))
 		}
 	} else {
-		err = ws.walk(ctx, base, func(rel string, d fs.DirEntry) error {
-			if env.hidden("grep", rel) {
+		err = walk(ctx, place.Root(), base, func(rel string, d fs.DirEntry) error {
+			if env.hidden("grep", place.Show(rel)) {
 				s.hidden++
 				if d.IsDir() {
 					return fs.SkipDir
@@ -149,7 +150,7 @@ func globMatches(glob, base, rel string) bool {
 
 // grepSearch accumulates the results of one search.
 type grepSearch struct {
-	ws      *Workspace
+	place   Place
 	re      *regexp.Regexp
 	mode    string
 	context int
@@ -172,12 +173,12 @@ func (s *grepSearch) file(rel string, explicit bool) error {
 	// do anything when opened: only regular files are opened, a link to
 	// anything else is not followed into it, and the open itself does not
 	// wait, should the file be swapped for a FIFO after the check.
-	if fi, err := s.ws.Root().Stat(rel); err != nil {
+	if fi, err := s.place.Root().Stat(rel); err != nil {
 		return err
 	} else if !fi.Mode().IsRegular() {
 		return namedErrorf("%q is not a regular file", rel)
 	}
-	f, err := s.ws.Root().OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := s.place.Root().OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}
@@ -222,6 +223,7 @@ func (s *grepSearch) file(rel string, explicit bool) error {
 	}
 	s.files++
 	s.matches += len(hits)
+	rel = s.place.Show(rel)
 	switch s.mode {
 	case "files_with_matches":
 		s.emit(rel + "\n")

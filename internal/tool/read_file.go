@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
@@ -58,12 +57,13 @@ func (readFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) Re
 	if !ok {
 		return res
 	}
-	rel, err := ws.Resolve(args.Path)
+	place, err := ws.Locate(args.Path)
 	if err != nil {
 		return Errorf("read_file: %v", err)
 	}
+	rel, root := place.Rel, place.Root()
 	// Stat before opening: opening a FIFO or a device could block.
-	fi, err := ws.Root().Stat(rel)
+	fi, err := root.Stat(rel)
 	if err != nil {
 		return Errorf("read_file: %v", ws.Explain(args.Path, err))
 	}
@@ -73,7 +73,7 @@ func (readFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) Re
 	if !fi.Mode().IsRegular() {
 		return Errorf("read_file: %q is not a regular file (%v)", args.Path, fi.Mode().Type())
 	}
-	f, err := ws.Root().Open(rel)
+	f, err := root.Open(rel)
 	if err != nil {
 		return Errorf("read_file: %v", ws.Explain(args.Path, err))
 	}
@@ -114,7 +114,7 @@ func (readFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) Re
 		fmt.Fprintf(&b, "\n(showing lines %d-%d of %d; %s more: continue with offset=%d)\n", offset, last, n, plural(n-last, "line"), last+1)
 	}
 	res = OK(b.String())
-	res.Response = ReadResponse{Type: "text", File: ReadFile{FilePath: filepath.Join(ws.Dir(), rel), Content: raw.String(),
+	res.Response = ReadResponse{Type: "text", File: ReadFile{FilePath: place.Abs(), Content: raw.String(),
 		NumLines: shown, StartLine: offset, TotalLines: n}}
 	return res
 }

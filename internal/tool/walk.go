@@ -3,6 +3,7 @@ package tool
 import (
 	"context"
 	"io/fs"
+	"os"
 )
 
 // skipDirs are never searched: version control internals and troupe's own
@@ -13,9 +14,9 @@ var skipDirs = map[string]bool{".git": true, ".troupe": true}
 // (base itself excluded), in lexical order. Symbolic links are reported
 // but never followed, so that a link cannot lead the walk out of the
 // workspace or around in a loop; base itself may be a link to a directory
-// inside the workspace, which os.Root resolves and confines.
-func (w *Workspace) walk(ctx context.Context, base string, fn func(rel string, d fs.DirEntry) error) error {
-	fsys := w.Root().FS()
+// inside the root, which os.Root resolves and confines.
+func walk(ctx context.Context, root *os.Root, base string, fn func(rel string, d fs.DirEntry) error) error {
+	fsys := root.FS()
 	return fs.WalkDir(fsys, base, func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if rel == base {

@@ -41,19 +41,20 @@ func (writeFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) R
 	if !ok {
 		return res
 	}
-	rel, err := ws.Resolve(args.Path)
+	place, err := ws.Locate(args.Path)
 	if err != nil {
 		return Errorf("write_file: %v", err)
 	}
+	rel, root := place.Rel, place.Root()
 	if err := ctx.Err(); err != nil {
 		return Errorf("write_file: %v", err)
 	}
 	var original *string // for hooks: what the write replaced
-	if b, err := ws.Root().ReadFile(rel); err == nil {
+	if b, err := root.ReadFile(rel); err == nil {
 		o := string(b)
 		original = &o
 	}
-	created, err := ws.writeFile(rel, []byte(args.Content))
+	created, err := writeFile(root, rel, []byte(args.Content))
 	if err != nil {
 		return Errorf("write_file: %v", ws.Explain(args.Path, err))
 	}
@@ -62,9 +63,9 @@ func (writeFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) R
 		verb, typ = "Created", "create"
 	}
 	res = OK(fmt.Sprintf("%s %s (%s written)", verb, args.Path, plural(len(args.Content), "byte")))
-	res.Response = WriteResponse{Type: typ, FilePath: filepath.Join(ws.Dir(), rel), Content: args.Content, StructuredPatch: []Hunk{}}
+	res.Response = WriteResponse{Type: typ, FilePath: place.Abs(), Content: args.Content, StructuredPatch: []Hunk{}}
 	if !created && original != nil {
-		res.Response = WriteResponse{Type: typ, FilePath: filepath.Join(ws.Dir(), rel), Content: args.Content,
+		res.Response = WriteResponse{Type: typ, FilePath: place.Abs(), Content: args.Content,
 			StructuredPatch: Patch(*original, args.Content), OriginalFile: original}
 	}
 	return res
@@ -76,15 +77,14 @@ func (writeFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) R
 // mode. A symbolic link is written through, so that os.Root refuses one
 // that leads out, dangling or not, instead of replacing the link. It
 // reports whether the file was created.
-func (w *Workspace) writeFile(rel string, data []byte) (created bool, err error) {
+func writeFile(root *os.Root, rel string, data []byte) (created bool, err error) {
 	if rel == "." {
 		return false, fmt.Errorf("%w: the path is the workspace directory itself", ErrBadPath)
 	}
-	root := w.Root()
 	mode := fs.FileMode(0o644)
 	switch fi, err := root.Lstat(rel); {
 	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
-		return w.writeThrough(rel, data)
+		return writeThrough(root, rel, data)
 	case err == nil && fi.IsDir():
 		return false, namedErrorf("%q is a directory", rel)
 	case err == nil && !fi.Mode().IsRegular():
@@ -132,9 +132,9 @@ func (w *Workspace) writeFile(rel string, data []byte) (created bool, err error)
 
 // writeThrough writes data to what the symbolic link rel points at,
 // through the root.
-func (w *Workspace) writeThrough(rel string, data []byte) (created bool, err error) {
-	_, statErr := w.Root().Stat(rel)
-	f, err := w.Root().OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+func writeThrough(root *os.Root, rel string, data []byte) (created bool, err error) {
+	_, statErr := root.Stat(rel)
+	f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return false, err
 	}
