@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/replay/cassette"
 	"github.com/troupe-dev/troupe/internal/replay/pace"
@@ -38,6 +39,18 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func withCode(code int, err error) error { return &exitError{code: code, err: err} }
+
+// appError gives an error of package app the exit code of its kind.
+func appError(err error) error {
+	switch assembly.KindOf(err) {
+	case assembly.KindUsage:
+		return withCode(ExitUsage, err)
+	case assembly.KindNoKey:
+		return withCode(ExitNoKey, err)
+	default:
+		return withCode(ExitError, err)
+	}
+}
 
 // app holds what every command shares: streams and global flags.
 type app struct {
