@@ -22,6 +22,7 @@ import (
 	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
+	"github.com/troupe-dev/troupe/internal/skill"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
 	"github.com/troupe-dev/troupe/internal/tui"
@@ -401,4 +402,14 @@ func (d *demo) summary(res *team.Result, tl *tally, took time.Duration) string {
 		done, total, mates, msgs, len(d.fake.Requests()), lead, took.Seconds())
 	fmt.Fprintf(&b, "Files written in %s: %s", d.dir, strings.Join(written, ", "))
 	return b.String()
+}
+
+// tuiCommands lists the skills and Claude Code commands the user can type
+// as /name in the terminal UI.
+func tuiCommands(set *skill.Set) []tui.Command {
+	var out []tui.Command
+	for _, c := range set.Commands() {
+		out = append(out, tui.Command{Name: c.Name, ArgumentHint: c.ArgumentHint, Description: c.Description})
+	}
+	return out
 }

@@ -4,86 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/troupe-dev/troupe/internal/agent"
-	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/hook"
-	"github.com/troupe-dev/troupe/internal/llm"
-	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
 	"github.com/troupe-dev/troupe/internal/teamkey"
 )
-
-// teamFlags are the flags that shape a team session.
-type teamFlags struct {
-	teammateMode   string
-	permissionMode string
-	delegate       bool
-	idleTimeout    time.Duration
-	teammateModel  string
-}
-
-func (f *teamFlags) add(fs interface {
-	StringVar(*string, string, string, string)
-	BoolVar(*bool, string, bool, string)
-	DurationVar(*time.Duration, string, time.Duration, string)
-}) {
-	fs.StringVar(&f.teammateMode, "teammate-mode", team.ModeInProcess, "how teammates run: in-process (goroutines) or process (one `troupe agent` process each)")
-	fs.StringVar(&f.permissionMode, "permission-mode", "", "the lead's permission mode and the teammates' default: default, acceptEdits, plan, bypassPermissions or delegate (default: the settings' defaultMode, else default: writes and commands not allowed by a rule ask, and are refused headless)")
-	fs.BoolVar(&f.delegate, "delegate", false, "limit the lead to management tools (it coordinates, teammates do the work)")
-	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "an idle teammate exits after this long with nothing to do (0: stays until shut down)")
-	fs.StringVar(&f.teammateModel, "teammate-model", "", "the teammates' default model (default: the lead's)")
-}
-
-// env is a session's surroundings, assembled by package app.
-type env = assembly.Env
-
-// openEnv opens the workspace dir and its state directory, and gathers the
-// project memory and skills for the system prompts (assembly.OpenEnv).
-// Warnings (a bad SKILL.md) go to the log file under the state directory
-// and to warn.
-func (a *app) openEnv(dir string, warn io.Writer) (*env, error) {
-	stateDir, err := a.stateDirFor(dir)
-	if err != nil {
-		return nil, err
-	}
-	flag := a.settings.file
-	if flag == "" {
-		flag = a.run.settingsInline
-	}
-	return assembly.OpenEnv(a.ctx, assembly.Options{
-		Dir: dir, StateDir: stateDir, Warn: warn, Sandbox: a.sandbox,
-		Settings: assembly.SettingsSource{Flag: flag, Extra: a.run.settingsFiles,
-			Snapshot: a.settings.snapshot, SnapshotSum: a.settings.snapshotSum},
-	})
-}
-
-// stateDirFor is the state directory of workspace dir.
-func (a *app) stateDirFor(dir string) (string, error) {
-	if a.stateDir != "" || os.Getenv("TROUPE_HOME") != "" {
-		return a.StateDir()
-	}
-	return filepath.Join(dir, ".troupe"), nil
-}
-
-// sessionConfig builds a team session's configuration from the flags.
-func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurns int, f *teamFlags, pf providerFlags) (team.Config, error) {
-	return e.SessionConfig(provider, model, maxTurns, f.options(), pf.choice())
-}
-
-// options are the team flags as package app takes them.
-func (f *teamFlags) options() assembly.TeamOptions {
-	return assembly.TeamOptions{TeammateMode: f.teammateMode, PermissionMode: f.permissionMode, Delegate: f.delegate,
-		IdleTimeout: f.idleTimeout, TeammateModel: f.teammateModel}
-}
 
 // agentCmd is `troupe agent --team T --name N`: one teammate as its own
 // process, sharing the state directory with its team.
@@ -178,62 +106,4 @@ lead's answers from forged ones.`,
 	cmd.Flags().StringArrayVar(&a.run.settingsFiles, "settings", nil, "another settings file (the lead's --settings)")
 	pf.add(cmd.Flags())
 	return cmd
-}
-
-// tally counts a team run from its journal events as they happen, so the
-// counts survive TeamDelete.
-type tally struct {
-	mu        sync.Mutex
-	teams     []string
-	tasks     map[string]bool
-	completed map[string]bool
-	teammates map[string]bool
-	messages  int
-}
-
-func newTally() *tally {
-	return &tally{tasks: map[string]bool{}, completed: map[string]bool{}, teammates: map[string]bool{}}
-}
-
-func (t *tally) observe(e store.Event) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	str := e.Field
-	switch e.Type {
-	case "team_create":
-		t.teams = append(t.teams, e.Team)
-	case "task_create":
-		t.tasks[e.Team+"#"+str("task")] = true
-	case "complete":
-		t.completed[e.Team+"#"+str("task")] = true
-	case "spawn":
-		t.teammates[e.Team+"/"+str("member")] = true
-	case "send":
-		if typ := str("msg_type"); typ != store.TypeIdleNotification {
-			t.messages++
-		}
-	}
-}
-
-func (t *tally) summary() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.teams) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("team %s: %d/%d tasks completed, %d teammates, %d messages",
-		strings.Join(t.teams, ", "), len(t.completed), len(t.tasks), len(t.teammates), t.messages)
-}
-
-// observeWithTeam fills in the team of the lead's events (the lead has no
-// team until TeamCreate).
-func observeWithTeam(sess func() *team.Session, next func(agent.Event)) func(agent.Event) {
-	return func(ev agent.Event) {
-		if ev.Team == "" {
-			if s := sess(); s != nil {
-				ev.Team = s.TeamName()
-			}
-		}
-		next(ev)
-	}
 }
