@@ -1,6 +1,8 @@
 // Package cli is troupe's command line: cobra commands that parse flags and
-// call into team, agent and store. It holds no behaviour of its own beyond
-// wiring and output formatting.
+// call into app (which assembles stores, providers, rules and hooks), team,
+// agent and store. It holds no behaviour of its own beyond wiring and output
+// formatting, and must never name a concrete store or provider (store/file,
+// llm/anthropic, llm/openai): those are app's.
 package cli
 
 import (
