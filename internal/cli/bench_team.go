@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/troupe-dev/troupe/internal/llm/anthropic"
+	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
@@ -172,7 +172,7 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 		return nil, err
 	}
 	defer fake.Close()
-	provider, err := anthropic.New(anthropic.Config{APIKey: "bench", BaseURL: base, MaxRetries: -1})
+	provider, err := assembly.AnthropicAt(base, "bench", -1)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 	if err != nil {
 		return nil, err
 	}
-	defer e.close()
+	defer e.Close()
 	// The bench's team key goes with its throwaway state, outside its
 	// workspace.
 	keys, err := os.MkdirTemp("", "troupe-bench-keys-")
@@ -190,7 +190,7 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 		return nil, err
 	}
 	defer os.RemoveAll(keys)
-	if e.keys, err = teamkey.New(teamkey.Options{StateDir: e.stateDir, Dir: keys}); err != nil {
+	if e.Keys, err = teamkey.New(teamkey.Options{StateDir: e.StateDir, Dir: keys}); err != nil {
 		return nil, err
 	}
 	flags := teamFlags{teammateMode: team.ModeInProcess, permissionMode: team.PermBypass}

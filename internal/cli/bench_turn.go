@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-dev/troupe/internal/agent"
+	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/llm"
-	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 	"github.com/troupe-dev/troupe/internal/shell"
 	"github.com/troupe-dev/troupe/internal/tool"
@@ -127,7 +127,7 @@ func (a *app) benchTurn(ctx context.Context, turns int, baseURL string, sandbox 
 			key = "bench"
 		}
 	}
-	provider, err := anthropic.New(anthropic.Config{APIKey: key, BaseURL: baseURL, MaxRetries: -1})
+	provider, err := assembly.AnthropicAt(baseURL, key, -1)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 // Package cli is troupe's command line: cobra commands that parse flags and
-// call into team, agent and store. It holds no behaviour of its own beyond
-// wiring and output formatting.
+// call into app (which assembles stores, providers, rules and hooks), team,
+// agent and store. It holds no behaviour of its own beyond wiring and output
+// formatting, and must never name a concrete store or provider (store/file,
+// llm/anthropic, llm/openai): those are app's.
 package cli
 
 import (
@@ -13,9 +15,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/llm"
-	"github.com/troupe-dev/troupe/internal/llm/cassette"
-	"github.com/troupe-dev/troupe/internal/pace"
+	"github.com/troupe-dev/troupe/internal/replay/cassette"
+	"github.com/troupe-dev/troupe/internal/replay/pace"
 	"github.com/troupe-dev/troupe/internal/secret"
 )
 
@@ -38,6 +41,18 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func withCode(code int, err error) error { return &exitError{code: code, err: err} }
+
+// appError gives an error of package app the exit code of its kind.
+func appError(err error) error {
+	switch assembly.KindOf(err) {
+	case assembly.KindUsage:
+		return withCode(ExitUsage, err)
+	case assembly.KindNoKey:
+		return withCode(ExitNoKey, err)
+	default:
+		return withCode(ExitError, err)
+	}
+}
 
 // app holds what every command shares: streams and global flags.
 type app struct {

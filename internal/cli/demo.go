@@ -14,8 +14,8 @@ import (
 
 	fakeapiexamples "github.com/troupe-dev/troupe/examples/fakeapi"
 	"github.com/troupe-dev/troupe/internal/agent"
+	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/llm"
-	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
@@ -108,7 +108,7 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
 	defer fake.Close()
 	var provider llm.Provider = a.providerOverride
 	if provider == nil {
-		if provider, err = anthropic.New(anthropic.Config{APIKey: "demo", BaseURL: base}); err != nil {
+		if provider, err = assembly.AnthropicAt(base, "demo", 0); err != nil {
 			return withCode(ExitError, err)
 		}
 	}
@@ -120,8 +120,8 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
 	if err != nil {
 		return withCode(ExitError, err)
 	}
-	defer e.close()
-	if err := writeDemoMarker(e.stateDir, latency); err != nil {
+	defer e.Close()
+	if err := writeDemoMarker(e.StateDir, latency); err != nil {
 		return withCode(ExitError, err)
 	}
 
@@ -197,10 +197,10 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
 	case unmatched > 0:
 		for _, r := range fake.Requests() {
 			if r.Rule < 0 && r.Status == 200 {
-				e.logger.Warn("demo call off script", "call", r.N, "agent", r.Agent, "last_turn", lastTurnText(r.Body))
+				e.Logger.Warn("demo call off script", "call", r.N, "agent", r.Agent, "last_turn", lastTurnText(r.Body))
 			}
 		}
-		return withCode(ExitError, fmt.Errorf("the demo went off script: %d model calls matched no rule (see %s)", unmatched, filepath.Join(e.stateDir, "troupe.log")))
+		return withCode(ExitError, fmt.Errorf("the demo went off script: %d model calls matched no rule (see %s)", unmatched, filepath.Join(e.StateDir, "troupe.log")))
 	case !rep.OK:
 		return withCode(ExitError, fmt.Errorf("the demo did not finish: %d/%d tasks completed, files %v", rep.TasksCompleted, rep.TasksTotal, rep.FilesWritten))
 	}

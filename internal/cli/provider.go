@@ -7,17 +7,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/llm"
-	"github.com/troupe-dev/troupe/internal/llm/anthropic"
-	"github.com/troupe-dev/troupe/internal/llm/cassette"
-	"github.com/troupe-dev/troupe/internal/llm/openai"
-	"github.com/troupe-dev/troupe/internal/pace"
+	"github.com/troupe-dev/troupe/internal/replay/cassette"
+	"github.com/troupe-dev/troupe/internal/replay/pace"
 	"github.com/troupe-dev/troupe/internal/secret"
 	"github.com/troupe-dev/troupe/internal/team"
 )
@@ -35,92 +33,23 @@ func (f *providerFlags) add(fs interface {
 	fs.StringVar(&f.baseURL, "base-url", "", "the provider's endpoint (default: ANTHROPIC_BASE_URL or OPENAI_BASE_URL)")
 }
 
-// buildProvider returns the provider of a run: a router whose default is
-// the chosen provider and which also reaches the other one when it is
-// configured, so that one agent can use "openai:llama3.1" while the rest use
-// the default. A missing key or endpoint is an error with its exit code.
+// choice is the provider flags as package app takes them.
+func (f providerFlags) choice() assembly.ProviderChoice {
+	return assembly.ProviderChoice{Name: f.provider, BaseURL: f.baseURL}
+}
+
+// buildProvider returns the provider of a run (assembly.BuildProvider), or
+// the replayed cassette under troupe replay. A missing key or endpoint is
+// an error with its exit code.
 func (a *app) buildProvider(pf providerFlags, maxRetries int) (llm.Provider, string, error) {
 	if a.providerOverride != nil {
 		return a.providerOverride, "replay", nil
 	}
-	if maxRetries == 0 {
-		maxRetries = -1
-	}
-	router := &llm.Router{Default: pf.provider, Providers: map[string]llm.Provider{}, Missing: map[string]string{
-		"anthropic": "set ANTHROPIC_API_KEY",
-		"openai":    "set OPENAI_BASE_URL, or run with --provider openai --base-url URL",
-	}}
-	anthropicURL, openaiURL := os.Getenv("ANTHROPIC_BASE_URL"), os.Getenv("OPENAI_BASE_URL")
-	// A password in an endpoint is a secret wherever the URL is printed.
-	secret.RegisterURL(pf.baseURL)
-	maxReply, err := maxReplyBytes()
+	p, endpoint, err := assembly.BuildProvider(pf.choice(), maxRetries)
 	if err != nil {
-		return nil, "", withCode(ExitUsage, err)
+		return nil, "", appError(err)
 	}
-	switch pf.provider {
-	case "anthropic":
-		if pf.baseURL != "" {
-			anthropicURL = pf.baseURL
-		}
-	case "openai":
-		if pf.baseURL != "" {
-			openaiURL = pf.baseURL
-		}
-		if openaiURL == "" {
-			return nil, "", withCode(ExitUsage, errors.New("--provider openai needs --base-url URL (or OPENAI_BASE_URL), e.g. http://localhost:11434/v1 for Ollama"))
-		}
-	default:
-		return nil, "", withCode(ExitUsage, fmt.Errorf("--provider must be anthropic or openai, not %q", pf.provider))
-	}
-	if key := os.Getenv("ANTHROPIC_API_KEY"); key != "" {
-		p, err := anthropic.New(anthropic.Config{APIKey: key, BaseURL: anthropicURL, MaxRetries: maxRetries, MaxReplyBytes: maxReply})
-		if err != nil {
-			return nil, "", withCode(ExitError, err)
-		}
-		router.Providers["anthropic"] = p
-	} else if pf.provider == "anthropic" {
-		return nil, "", withCode(ExitNoKey, errors.New("ANTHROPIC_API_KEY is not set (export it, use --provider openai for a local server, or try `troupe demo`, which needs no key)"))
-	}
-	if openaiURL != "" {
-		p, err := openai.New(openai.Config{APIKey: os.Getenv("OPENAI_API_KEY"), BaseURL: openaiURL, MaxRetries: maxRetries, MaxReplyBytes: maxReply})
-		if err != nil {
-			return nil, "", withCode(ExitError, err)
-		}
-		router.Providers["openai"] = p
-	}
-	endpoint := anthropicURL
-	if pf.provider == "openai" {
-		endpoint = openaiURL
-	}
-	if endpoint == "" {
-		endpoint = "https://api.anthropic.com"
-	}
-	return router, endpoint, nil
-}
-
-// maxReplyBytes is the cap on one model reply from TROUPE_MAX_REPLY_BYTES
-// (0 or unset: the providers' default, 32 MiB; negative: no cap).
-func maxReplyBytes() (int64, error) {
-	v := strings.TrimSpace(os.Getenv("TROUPE_MAX_REPLY_BYTES"))
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("TROUPE_MAX_REPLY_BYTES must be a number of bytes, got %q", v)
-	}
-	return n, nil
-}
-
-// agentProviderArgs are the flags and environment that give a teammate
-// process the same providers as the lead (keys come from the inherited
-// environment and are never written anywhere).
-func agentProviderArgs(pf providerFlags) (args, env []string) {
-	args = []string{"--provider", pf.provider}
-	if pf.baseURL != "" {
-		args = append(args, "--base-url", pf.baseURL)
-	}
-	return args, nil
+	return p, endpoint, nil
 }
 
 // recording wraps p so every model call of the run is written to the

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	fakeapiexamples "github.com/troupe-dev/troupe/examples/fakeapi"
+	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/llm"
-	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 	"github.com/troupe-dev/troupe/internal/shell"
 	"github.com/troupe-dev/troupe/internal/store"
@@ -68,7 +68,7 @@ scripted model.`,
 			if err != nil {
 				return withCode(ExitError, err)
 			}
-			defer e.close()
+			defer e.Close()
 			a.killLeftovers(e)
 			provider, err := a.resumeProvider(e, pf, maxRetries)
 			if err != nil {
@@ -125,13 +125,13 @@ scripted model.`,
 // running (recorded under the state directory's pids/), before the team
 // comes back and starts its commands again.
 func (a *app) killLeftovers(e *env) {
-	killed, err := shell.KillLeftovers(filepath.Join(e.stateDir, "pids"))
+	killed, err := shell.KillLeftovers(filepath.Join(e.StateDir, "pids"))
 	if err != nil {
-		e.logger.Warn("leftover commands", "err", err)
+		e.Logger.Warn("leftover commands", "err", err)
 		fmt.Fprintf(a.stderr, "troupe: %v\n", err)
 	}
 	for _, g := range killed {
-		e.logger.Info("killed a leftover command", "pgid", g.Pgid, "cgroup", g.Cgroup, "command", g.Command)
+		e.Logger.Info("killed a leftover command", "pgid", g.Pgid, "cgroup", g.Cgroup, "command", g.Command)
 	}
 	if n := len(killed); n > 0 {
 		fmt.Fprintf(a.stderr, "troupe: killed %d command(s) a previous run left running\n", n)
@@ -148,7 +148,7 @@ type resumedProvider struct {
 // resumeProvider is the bundled scripted model for a demo's state
 // directory, else the configured provider.
 func (a *app) resumeProvider(e *env, pf providerFlags, maxRetries int) (*resumedProvider, error) {
-	data, err := os.ReadFile(filepath.Join(e.stateDir, demoMarker))
+	data, err := os.ReadFile(filepath.Join(e.StateDir, demoMarker))
 	if err != nil {
 		p, _, err := a.buildProvider(pf, maxRetries)
 		if err != nil {
@@ -166,12 +166,12 @@ func (a *app) resumeProvider(e *env, pf providerFlags, maxRetries int) (*resumed
 		return nil, withCode(ExitError, err)
 	}
 	fake := fakeapi.New(script, fakeapi.Options{Latency: latency, IDPrefix: fmt.Sprintf("r%d_", time.Now().UnixNano()),
-		Logf: func(format string, args ...any) { e.logger.Info(fmt.Sprintf(format, args...)) }})
+		Logf: func(format string, args ...any) { e.Logger.Info(fmt.Sprintf(format, args...)) }})
 	base, err := fake.Start("127.0.0.1:0")
 	if err != nil {
 		return nil, withCode(ExitError, err)
 	}
-	p, err := anthropic.New(anthropic.Config{APIKey: "demo", BaseURL: base})
+	p, err := assembly.AnthropicAt(base, "demo", 0)
 	if err != nil {
 		fake.Close()
 		return nil, withCode(ExitError, err)
@@ -180,7 +180,7 @@ func (a *app) resumeProvider(e *env, pf providerFlags, maxRetries int) (*resumed
 		env: []string{"ANTHROPIC_API_KEY=demo", "ANTHROPIC_BASE_URL=" + base}, close: func() {
 			for _, r := range fake.Requests() {
 				if r.Rule < 0 && r.Status == 200 {
-					e.logger.Warn("resumed demo call off script", "call", r.N, "agent", r.Agent, "last_turn", lastTurnText(r.Body))
+					e.Logger.Warn("resumed demo call off script", "call", r.N, "agent", r.Agent, "last_turn", lastTurnText(r.Body))
 				}
 			}
 			fake.Close()

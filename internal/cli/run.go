@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/llm"
-	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
 	"github.com/troupe-dev/troupe/internal/text"
@@ -45,7 +45,7 @@ func (a *app) addRunFlags(root *cobra.Command) {
 	fs.StringVar(&f.outputFormat, "output-format", formatText, "output of a headless run: text, json (Claude Code's result object) or stream-json (Claude Code's SDK messages, one per line)")
 	fs.StringVar(&f.inputFormat, "input-format", formatText, "input of a headless run: text (the -p prompt) or stream-json (user messages as JSON lines on stdin, one turn of the lead each)")
 	fs.BoolVar(&f.partial, "include-partial-messages", false, "with --output-format stream-json, add stream_event lines: the model's streaming events as they come")
-	fs.StringVar(&f.model, "model", "", "model name (default "+anthropic.DefaultModel+")")
+	fs.StringVar(&f.model, "model", "", "model name (default "+assembly.DefaultModel+")")
 	fs.IntVar(&f.maxTurns, "max-turns", 0, "stop after this many model calls (0: no limit)")
 	fs.IntVar(&f.maxRetries, "max-retries", 5, "retries of a failed model call (429, 529, 5xx, broken connections)")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "show tool calls and results on stderr (text output)")
@@ -142,7 +142,7 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 	if err != nil {
 		return withCode(ExitError, err)
 	}
-	defer e.close()
+	defer e.Close()
 	target, err := a.findResume(a.ctx, e, f.continueLatest, f.resume)
 	if err != nil {
 		return err
@@ -184,9 +184,9 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 	}
 	out.team = sess.TeamName
 	out.init(initInfo{Cwd: dir, Model: modelName(cfg.Model, f.provider), PermissionMode: cfg.PermissionMode,
-		Tools: sess.Lead().Config().Tools.Names(), Skills: e.skills.Names(), APIKeySource: apiKeySource(f.provider)})
-	if err := saveSession(e.stateDir, rec); err != nil {
-		e.logger.Warn("save session", "err", err)
+		Tools: sess.Lead().Config().Tools.Names(), Skills: e.Skills.Names(), APIKeySource: apiKeySource(f.provider)})
+	if err := saveSession(e.StateDir, rec); err != nil {
+		e.Logger.Warn("save session", "err", err)
 	}
 
 	var prompts func(yield func(string, error) bool)
@@ -227,8 +227,8 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 		rec.Team = res.Team
 	}
 	rec.Messages = sess.Lead().Messages()
-	if err := saveSession(e.stateDir, rec); err != nil {
-		e.logger.Warn("save session", "err", err)
+	if err := saveSession(e.StateDir, rec); err != nil {
+		e.Logger.Warn("save session", "err", err)
 	}
 	if runErr == nil && closeErr != nil {
 		runErr = closeErr
@@ -261,7 +261,7 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 // modelName is the lead's model as the init line names it.
 func modelName(model string, pf providerFlags) string {
 	if model == "" && pf.provider == "anthropic" {
-		return anthropic.DefaultModel
+		return assembly.DefaultModel
 	}
 	return model
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/troupe-dev/troupe/internal/permission"
-	"github.com/troupe-dev/troupe/internal/settings"
 	"github.com/troupe-dev/troupe/internal/team"
 )
 
@@ -103,29 +102,9 @@ func splitRules(values ...[]string) []string {
 // the settings' allow and deny lists (source "flag") and rebuilds the
 // policy from them. A malformed rule is a usage error.
 func applyFlagRules(e *env, allow, deny []string) error {
-	if len(allow) == 0 && len(deny) == 0 {
-		return nil
-	}
-	add := func(list *[]settings.Rule, rules []string, flag string) error {
-		for _, r := range rules {
-			if _, err := permission.ParseRule(r); err != nil {
-				return withCode(ExitUsage, fmt.Errorf("%s: %w", flag, err))
-			}
-			*list = append(*list, settings.Rule{Rule: r, Source: settings.Source{Scope: settings.ScopeFlag, Path: flag}})
-		}
-		return nil
-	}
-	if err := add(&e.settings.Allow, allow, "--allowedTools"); err != nil {
-		return err
-	}
-	if err := add(&e.settings.Deny, deny, "--disallowedTools"); err != nil {
-		return err
-	}
-	pol, err := e.policy(e.settings)
-	if err != nil {
+	if err := e.AddFlagRules(allow, deny); err != nil {
 		return withCode(ExitUsage, err)
 	}
-	e.rules.Policy = pol
 	return nil
 }
 
@@ -167,17 +146,17 @@ func (f *claudeFlags) apply(e *env, cfg *team.Config) error {
 		for _, r := range deny {
 			cfg.AgentCommand = append(cfg.AgentCommand, "--disallowedTools", r)
 		}
-		for _, s := range e.extraSettings {
+		for _, s := range e.ExtraSettings {
 			cfg.AgentCommand = append(cfg.AgentCommand, "--settings", s)
 		}
 		for _, d := range f.addDirs {
 			cfg.AgentCommand = append(cfg.AgentCommand, "--add-dir", d)
 		}
 	}
-	n := len(e.sections)
-	if err := e.addDirs(f.addDirs); err != nil {
-		return err
+	n := len(e.Sections)
+	if err := e.AddDirs(f.addDirs); err != nil {
+		return appError(err)
 	}
-	cfg.Sections = append(cfg.Sections, e.sections[n:]...)
+	cfg.Sections = append(cfg.Sections, e.Sections[n:]...)
 	return checkMode(cfg.PermissionMode)
 }

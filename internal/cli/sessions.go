@@ -131,28 +131,28 @@ func (a *app) findResume(ctx context.Context, e *env, cont bool, id string) (*re
 	var err error
 	switch {
 	case cont:
-		if rec, err = latestSession(e.stateDir); err != nil {
+		if rec, err = latestSession(e.StateDir); err != nil {
 			return nil, withCode(ExitError, err)
 		}
 		if rec == nil {
 			return nil, withCode(ExitError, errors.New("--continue: no earlier session in this workspace"))
 		}
 	case sessionIDPattern.MatchString(id):
-		if rec, err = loadSession(e.stateDir, id); err != nil {
+		if rec, err = loadSession(e.StateDir, id); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil, withCode(ExitUsage, fmt.Errorf("--resume: no session %s in this workspace", id))
 			}
 			return nil, withCode(ExitError, err)
 		}
 	default:
-		if _, err := e.store.Team(ctx, id); err != nil {
+		if _, err := e.Store.Team(ctx, id); err != nil {
 			return nil, withCode(ExitUsage, fmt.Errorf("--resume %s: neither a session id nor a team of this workspace (%v)", id, err))
 		}
 		return &resumeTarget{team: id}, nil
 	}
 	t := &resumeTarget{rec: rec}
 	if rec.Team != "" {
-		if _, err := e.store.Team(ctx, rec.Team); err == nil {
+		if _, err := e.Store.Team(ctx, rec.Team); err == nil {
 			t.team = rec.Team
 		}
 	}
@@ -164,7 +164,7 @@ func (a *app) findResume(ctx context.Context, e *env, cont bool, id string) (*re
 // conversation back and the prompt as its next turn.
 func (rt *resumeTarget) run(ctx context.Context, e *env, sess *team.Session, prompt string) (*team.Result, error) {
 	if rt.team != "" {
-		t, err := e.store.Team(ctx, rt.team)
+		t, err := e.Store.Team(ctx, rt.team)
 		if err != nil {
 			return &team.Result{}, err
 		}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/store"
-	"github.com/troupe-dev/troupe/internal/store/file"
 )
 
 // storeCmds returns the commands that read and write a team's durable state
@@ -28,9 +28,10 @@ func (a *app) storeCmds() []*cobra.Command {
 	return []*cobra.Command{a.tasksCmd(), a.inboxCmd(), a.sendCmd(), team}
 }
 
-// openStore opens the file store. Commands that only read call it with
-// mustExist, so that looking at an empty workspace leaves no .troupe behind.
-func (a *app) openStore(mustExist bool) (*file.Store, error) {
+// openStore opens the workspace's store. Commands that only read call it
+// with mustExist, so that looking at an empty workspace leaves no .troupe
+// behind.
+func (a *app) openStore(mustExist bool) (store.Store, error) {
 	dir, err := a.StateDir()
 	if err != nil {
 		return nil, withCode(ExitError, err)
@@ -40,7 +41,7 @@ func (a *app) openStore(mustExist bool) (*file.Store, error) {
 			return nil, nil
 		}
 	}
-	s, err := file.Open(dir, file.Options{})
+	s, err := assembly.OpenStore(a.ctx, "file:"+dir)
 	if err != nil {
 		return nil, withCode(ExitError, err)
 	}
@@ -48,7 +49,7 @@ func (a *app) openStore(mustExist bool) (*file.Store, error) {
 }
 
 // openTeam opens team name of the store, or fails with a clear error.
-func (a *app) openTeam(name string) (*file.Store, *file.Team, error) {
+func (a *app) openTeam(name string) (store.Store, store.Team, error) {
 	s, err := a.openStore(true)
 	if err != nil {
 		return nil, nil, err
@@ -57,7 +58,7 @@ func (a *app) openTeam(name string) (*file.Store, *file.Team, error) {
 		dir, _ := a.StateDir()
 		return nil, nil, withCode(ExitError, fmt.Errorf("team %s: %w (no teams in %s)", name, store.ErrTeamNotFound, dir))
 	}
-	t, err := s.OpenTeam(name)
+	t, err := s.Team(a.ctx, name)
 	if err != nil {
 		s.Close()
 		return nil, nil, withCode(ExitError, err)

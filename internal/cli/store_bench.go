@@ -18,8 +18,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/store"
-	"github.com/troupe-dev/troupe/internal/store/file"
 )
 
 // storeReport is the output of `troupe bench store --json`.
@@ -136,7 +136,7 @@ func (a *app) benchStoreChildCmd() *cobra.Command {
 const benchTeam = "bench"
 
 func storeBenchChild(ctx context.Context, stdout io.Writer, mode, dir string, id, n int, poll bool) error {
-	s, err := file.Open(dir, file.Options{DisableWatch: poll})
+	s, err := assembly.OpenStore(ctx, "file:"+dir, assembly.StorePollOnly(poll))
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func runStoreBench(ctx context.Context, p storeBenchParams) (*storeReport, error
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	s, err := file.Open(dir, file.Options{DisableWatch: p.poll})
+	s, err := assembly.OpenStore(ctx, "file:"+dir, assembly.StorePollOnly(p.poll))
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +242,7 @@ func runStoreBench(ctx context.Context, p storeBenchParams) (*storeReport, error
 		Members: []store.Member{{Name: "alice"}, {Name: "bob"}, {Name: "carol"}}}); err != nil {
 		return nil, err
 	}
-	t, err := s.OpenTeam(benchTeam)
+	t, err := s.Team(ctx, benchTeam)
 	if err != nil {
 		return nil, err
 	}

@@ -19,9 +19,10 @@ import (
 
 	fakeapiexamples "github.com/troupe-dev/troupe/examples/fakeapi"
 	"github.com/troupe-dev/troupe/internal/agent"
+	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/llm"
-	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
+	"github.com/troupe-dev/troupe/internal/skill"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
 	"github.com/troupe-dev/troupe/internal/tui"
@@ -73,8 +74,8 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 	if err != nil {
 		return withCode(ExitError, err)
 	}
-	defer e.close()
-	defer quietLogs(e.logFile)()
+	defer e.Close()
+	defer quietLogs(e.LogFile)()
 	cfg, err := a.sessionConfig(e, provider, f.model, f.maxTurns, &f.team, f.provider)
 	if err != nil {
 		return withCode(ExitError, err)
@@ -107,10 +108,10 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 	// for review: at once when a bash command made them, and at the end of
 	// each lead turn for any other (they apply from the next session on).
 	warnUI := func(text string) { q.push(tui.UpdateMsg(team.Update{Kind: team.UpdateWarning, Text: text})) }
-	if e.rules != nil {
-		e.rules.OnProtectedChange = func(paths []string) {
+	if e.Rules != nil {
+		e.Rules.OnProtectedChange = func(paths []string) {
 			for _, p := range paths {
-				e.logger.Warn("protected file changed by a bash command", "path", p)
+				e.Logger.Warn("protected file changed by a bash command", "path", p)
 				warnUI(fmt.Sprintf("%s was changed by a bash command; the change is not applied to this session. Review it.", p))
 			}
 		}
@@ -121,14 +122,14 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 		if u.Kind != team.UpdateTurnEnd {
 			return
 		}
-		for _, c := range e.settingsChanges() {
+		for _, c := range e.SettingsChanges() {
 			if text := c.String(); !shown[text] {
 				shown[text] = true
 				warnUI(text + " during the session; not applied to it (review it before the next session)")
 			}
 		}
 	})
-	model := tui.New(tui.Options{Controller: &sessionCtl{it: it, sess: sess, lead: asker}, Commands: tuiCommands(e.skills), Expand: e.skills.Expand, PermissionMode: sess.PermissionMode()})
+	model := tui.New(tui.Options{Controller: &sessionCtl{it: it, sess: sess, lead: asker}, Commands: tuiCommands(e.Skills), Expand: e.Skills.Expand, PermissionMode: sess.PermissionMode()})
 	err = a.play(model, in, out, q, func(ctx context.Context) { _ = it.Run(ctx) })
 	sess.EndHooks("prompt_input_exit")
 	closeErr := sess.Close()
@@ -293,7 +294,7 @@ func (a *app) demoTUI(latency time.Duration, mode string) (ok bool, err error) {
 		return true, err
 	}
 	defer d.close()
-	defer quietLogs(d.env.logFile)()
+	defer quietLogs(d.env.LogFile)()
 	q := newFeed()
 	tl := newTally()
 	var sess *team.Session
@@ -366,7 +367,7 @@ func (a *app) startDemo(latency time.Duration, mode string) (*demo, error) {
 	}
 	var provider llm.Provider = a.providerOverride
 	if provider == nil {
-		if provider, err = anthropic.New(anthropic.Config{APIKey: "demo", BaseURL: base}); err != nil {
+		if provider, err = assembly.AnthropicAt(base, "demo", 0); err != nil {
 			d.close()
 			return nil, withCode(ExitError, err)
 		}
@@ -386,7 +387,7 @@ func (a *app) startDemo(latency time.Duration, mode string) (*demo, error) {
 
 func (d *demo) close() {
 	if d.env != nil {
-		d.env.close()
+		d.env.Close()
 	}
 	_ = d.fake.Close()
 }
@@ -411,4 +412,14 @@ func (d *demo) summary(res *team.Result, tl *tally, took time.Duration) string {
 		done, total, mates, msgs, len(d.fake.Requests()), lead, took.Seconds())
 	fmt.Fprintf(&b, "Files written in %s: %s", d.dir, strings.Join(written, ", "))
 	return b.String()
+}
+
+// tuiCommands lists the skills and Claude Code commands the user can type
+// as /name in the terminal UI.
+func tuiCommands(set *skill.Set) []tui.Command {
+	var out []tui.Command
+	for _, c := range set.Commands() {
+		out = append(out, tui.Command{Name: c.Name, ArgumentHint: c.ArgumentHint, Description: c.Description})
+	}
+	return out
 }

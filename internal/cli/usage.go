@@ -2,15 +2,12 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/store"
-	"github.com/troupe-dev/troupe/internal/store/file"
 	"github.com/troupe-dev/troupe/internal/team"
 	"github.com/troupe-dev/troupe/internal/usage"
 )
@@ -37,7 +34,7 @@ overridden by "prices" in .troupe/settings.json (USD per million tokens:
 			if err != nil {
 				return withCode(ExitUsage, err)
 			}
-			events, err := teamEvents(a, stateDir, args[0])
+			events, err := a.teamEvents(stateDir, args[0])
 			if err != nil {
 				return withCode(ExitError, err)
 			}
@@ -85,53 +82,13 @@ overridden by "prices" in .troupe/settings.json (USD per million tokens:
 }
 
 // teamEvents reads a team's journal, or its latest archive.
-func teamEvents(a *app, stateDir, name string) ([]store.Event, error) {
-	st, err := file.Open(stateDir, file.Options{})
+func (a *app) teamEvents(stateDir, name string) ([]store.Event, error) {
+	st, err := assembly.OpenStore(a.ctx, "file:"+stateDir)
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	t, err := st.Team(a.ctx, name)
-	if err == nil {
-		return t.Journal().Read(a.ctx)
-	}
-	if !errors.Is(err, store.ErrTeamNotFound) {
-		return nil, err
-	}
-	dirs, aerr := st.Archived(name)
-	if aerr != nil || len(dirs) == 0 {
-		return nil, err
-	}
-	data, err := os.ReadFile(filepath.Join(dirs[len(dirs)-1], "events.jsonl"))
-	if err != nil {
-		return nil, err
-	}
-	var out []store.Event
-	for _, line := range splitLines(data) {
-		var e store.Event
-		if json.Unmarshal(line, &e) == nil {
-			out = append(out, e)
-		}
-	}
-	return out, nil
-}
-
-func splitLines(data []byte) [][]byte {
-	var out [][]byte
-	for len(data) > 0 {
-		i := 0
-		for i < len(data) && data[i] != '\n' {
-			i++
-		}
-		if i > 0 {
-			out = append(out, data[:i])
-		}
-		if i == len(data) {
-			break
-		}
-		data = data[i+1:]
-	}
-	return out
+	return assembly.TeamEvents(a.ctx, st, name)
 }
 
 // budgetCmd is `troupe budget T NAME --tokens N --cost X`.
@@ -154,7 +111,7 @@ whole team live in .troupe/settings.json under "budgets".`,
 			if err != nil {
 				return withCode(ExitUsage, err)
 			}
-			st, err := file.Open(stateDir, file.Options{})
+			st, err := assembly.OpenStore(a.ctx, "file:"+stateDir)
 			if err != nil {
 				return withCode(ExitError, err)
 			}

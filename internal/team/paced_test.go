@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/troupe-dev/troupe/internal/llm/cassette"
-	"github.com/troupe-dev/troupe/internal/pace"
+	"github.com/troupe-dev/troupe/internal/replay/cassette"
+	"github.com/troupe-dev/troupe/internal/replay/pace"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
 )

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/llm"
-	"github.com/troupe-dev/troupe/internal/pace"
+	"github.com/troupe-dev/troupe/internal/replay/pace"
 )
 
 // Recorder is an llm.Provider that passes every call to another and writes

@@ -16,9 +16,9 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/llm/anthropic"
-	"github.com/troupe-dev/troupe/internal/llm/cassette"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi/fakeapitest"
-	"github.com/troupe-dev/troupe/internal/pace"
+	"github.com/troupe-dev/troupe/internal/replay/cassette"
+	"github.com/troupe-dev/troupe/internal/replay/pace"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

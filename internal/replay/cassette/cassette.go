@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/llm"
-	"github.com/troupe-dev/troupe/internal/pace"
+	"github.com/troupe-dev/troupe/internal/replay/pace"
 )
 
 // Version is the cassette format this package writes and reads.
