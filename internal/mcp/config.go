@@ -124,6 +124,19 @@ func (l *Loader) addJSON(source string, data []byte) {
 	l.AddServers(source, doc.MCPServers)
 }
 
+// AddSettings reads a settings file's raw "mcpServers" value (nil: none).
+func (l *Loader) AddSettings(source string, raw json.RawMessage) {
+	if len(raw) == 0 {
+		return
+	}
+	var servers map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &servers); err != nil {
+		l.cfg.Problems = append(l.cfg.Problems, fmt.Errorf("%w: %s: mcpServers is not an object of servers: %v", ErrConfig, source, err))
+		return
+	}
+	l.AddServers(source, servers)
+}
+
 // AddServers reads the entries of an mcpServers object (from a settings
 // file, say), naming source in every message.
 func (l *Loader) AddServers(source string, servers map[string]json.RawMessage) {

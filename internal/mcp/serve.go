@@ -30,6 +30,9 @@ const (
 	// client names no wait; MaxWait bounds what it may name.
 	DefaultWait = 60 * time.Second
 	MaxWait     = 10 * time.Minute
+	// staleBy is how far back Close sets the heartbeat of a member whose
+	// client left: past any lease the team uses.
+	staleBy = 24 * time.Hour
 )
 
 // TeamOptions configure a TeamServer.
@@ -148,11 +151,28 @@ func (s *TeamServer) Done() <-chan struct{} { return s.done }
 
 // Close stops the heartbeat; the member stays on the roster, and the
 // team finds it dead once its heartbeat is stale, unless it shut down.
-// Close waits for the acknowledgements under way; call it after the MCP
-// server has stopped.
+// Close waits for the acknowledgements under way and, unless the member
+// shut down, marks its heartbeat stale: the client is gone, the team finds
+// the member dead (and frees its tasks), and the name may join again at
+// once. Call it after the MCP server has stopped.
 func (s *TeamServer) Close() error {
 	s.stop()
 	<-s.beatDone
+	s.mu.Lock()
+	gone := s.shutDown || s.closed
+	s.mu.Unlock()
+	if !gone {
+		stale := s.opts.Now().UTC().Add(-staleBy)
+		if _, err := s.team.UpdateRoster(context.Background(), func(r *store.Roster) error {
+			if m, ok := r.Member(s.me); ok && m.Status != store.StatusShutdown && m.PID == os.Getpid() {
+				m.HeartbeatAt = stale
+			}
+			return nil
+		}); err != nil {
+			s.opts.Logger.Warn("roster", "member", s.me, "err", err)
+		}
+		s.journal(context.Background(), "stopped", map[string]any{"member": s.me, "why": "the MCP client disconnected"})
+	}
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true

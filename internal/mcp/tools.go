@@ -179,6 +179,13 @@ func (p Problem) Error() string {
 // same, the one of the server first by name (then first in its server's
 // list) keeps it.
 func (m *Manager) Tools(ctx context.Context, allow []string) ([]tool.Tool, []Problem) {
+	for _, s := range m.allowed(allow) {
+		_, _ = m.ListTools(ctx, s) // a failure is reported by Offered
+	}
+	return m.Offered(allow)
+}
+
+func (m *Manager) allowed(allow []string) []string {
 	names := make([]string, 0, len(m.servers))
 	for _, c := range m.servers {
 		if allow == nil || slices.Contains(allow, c.srv.Name) {
@@ -186,12 +193,24 @@ func (m *Manager) Tools(ctx context.Context, allow []string) ([]tool.Tool, []Pro
 		}
 	}
 	sort.Strings(names)
+	return names
+}
+
+// Offered is Tools without starting anything: the tools of the servers
+// allow admits that run now; the others are problems with their state.
+func (m *Manager) Offered(allow []string) ([]tool.Tool, []Problem) {
 	var out []tool.Tool
 	var probs []Problem
-	taken := map[string]string{} // offered name -> "server/tool"
-	for _, s := range names {
-		list, err := m.ListTools(ctx, s)
-		if err != nil {
+	taken := map[string]string{} // offered name -> whose
+	for _, s := range m.allowed(allow) {
+		c, _ := m.conn(s)
+		c.mu.Lock()
+		list, state, err := c.tools, c.state, c.err
+		c.mu.Unlock()
+		if state != StateConnected {
+			if err == nil {
+				err = fmt.Errorf("%s", state)
+			}
 			probs = append(probs, Problem{Server: s, Err: err})
 			continue
 		}
