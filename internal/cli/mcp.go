@@ -33,34 +33,14 @@ func (a *app) mcpCmd() *cobra.Command {
 	return cmd
 }
 
-// mcpConfig reads the MCP configuration as a session would: servers from
-// the user's settings, then .mcp.json at the workspace root, then the
-// project's settings, then each --mcp-config (a later source replaces a
-// server of the same name).
+// mcpConfig reads the MCP configuration as a session would (see
+// mcp.FromSettings).
 func (a *app) mcpConfig(dir string, flags []string) (*mcp.Config, error) {
 	s, err := settings.Load(a.settingsOptions(dir))
 	if err != nil {
 		return nil, err
 	}
-	l := &mcp.Loader{}
-	user := func(f *settings.File) bool {
-		return f.Source.Scope == settings.ScopeClaudeUser || f.Source.Scope == settings.ScopeUser
-	}
-	for _, f := range s.Files {
-		if user(f) {
-			l.AddSettings(f.Source.Path, f.MCPServers())
-		}
-	}
-	l.AddProject(dir)
-	for _, f := range s.Files {
-		if !user(f) {
-			l.AddSettings(f.Source.Path, f.MCPServers())
-		}
-	}
-	for _, v := range flags {
-		l.AddFlag(v)
-	}
-	return l.Config(), nil
+	return mcp.FromSettings(dir, s, flags, nil), nil
 }
 
 func (a *app) mcpListCmd() *cobra.Command {

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/troupe-dev/troupe/internal/settings"
 )
 
 // Transport types a server entry may name. Claude Code's "type" field:
@@ -309,4 +311,35 @@ func Select(servers []Server, allow []string) []Server {
 		}
 	}
 	return out
+}
+
+// FromSettings reads the MCP configuration of a session in workspace dir
+// as Claude Code does: the mcpServers of the user's settings files, then
+// dir/.mcp.json, then the mcpServers of the other settings files (in s's
+// merge order), then each --mcp-config value. A later source replaces a
+// server of the same name.
+func FromSettings(dir string, s *settings.Settings, flags []string, lookup func(string) (string, bool)) *Config {
+	l := &Loader{Lookup: lookup}
+	user := func(f *settings.File) bool {
+		return f.Source.Scope == settings.ScopeClaudeUser || f.Source.Scope == settings.ScopeUser
+	}
+	var files []*settings.File
+	if s != nil {
+		files = s.Files
+	}
+	for _, f := range files {
+		if user(f) {
+			l.AddSettings(f.Source.Path, f.MCPServers())
+		}
+	}
+	l.AddProject(dir)
+	for _, f := range files {
+		if !user(f) {
+			l.AddSettings(f.Source.Path, f.MCPServers())
+		}
+	}
+	for _, v := range flags {
+		l.AddFlag(v)
+	}
+	return l.Config()
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/troupe-dev/troupe/internal/settings"
 )
 
 func TestExpand(t *testing.T) {
@@ -172,4 +174,48 @@ func FuzzCheckSchema(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		_, _ = CheckSchema(json.RawMessage(s))
 	})
+}
+
+func TestFromSettings(t *testing.T) {
+	dir, home := t.TempDir(), t.TempDir()
+	write := func(p, body string) {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	userFile := filepath.Join(home, ".claude", "settings.json")
+	projFile := filepath.Join(dir, ".claude", "settings.json")
+	write(userFile, `{"mcpServers": {"a": {"command": "user-a"}, "b": {"command": "user-b"}}}`)
+	write(filepath.Join(dir, ".mcp.json"), `{"mcpServers": {"b": {"command": "project-b"}, "c": {"command": "project-c"}}}`)
+	write(projFile, `{"mcpServers": {"c": {"command": "settings-c"}, "d": 5}}`)
+	s, err := settings.Load(settings.Options{Workspace: dir, Home: home, UserFile: filepath.Join(home, "none.json"), NoManaged: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := FromSettings(dir, s, []string{`{"mcpServers": {"a": {"command": "flag-a"}}}`}, nil)
+	got := map[string]string{}
+	for _, srv := range cfg.Servers {
+		got[srv.Name] = srv.Command + "@" + srv.Source
+	}
+	want := map[string]string{
+		"a": "flag-a@--mcp-config",
+		"b": "project-b@" + filepath.Join(dir, ".mcp.json"),
+		"c": "settings-c@" + projFile,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("servers (-want +got):\n%s", diff)
+	}
+	if len(cfg.Problems) != 1 || !strings.Contains(cfg.Problems[0].Error(), `server "d"`) {
+		t.Errorf("problems = %v", cfg.Problems)
+	}
+	for _, f := range s.Files {
+		for _, w := range f.Warnings {
+			if strings.Contains(w, "mcpServers") {
+				t.Errorf("settings warn about mcpServers: %s", w)
+			}
+		}
+	}
 }

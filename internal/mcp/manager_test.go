@@ -335,3 +335,19 @@ func TestCloseStopsServers(t *testing.T) {
 		t.Errorf("call after Close: %v", err)
 	}
 }
+
+func TestAddTo(t *testing.T) {
+	m := newManager(t, Options{}, helperServer(t, "s", "refloop"))
+	reg := tool.NewRegistry()
+	probs := m.AddTo(context.Background(), reg, nil)
+	if len(probs) != 1 || probs[0].Tool != "loopy" {
+		t.Errorf("problems = %v", probs)
+	}
+	tl, ok := reg.Get("mcp__s__echo")
+	if !ok {
+		t.Fatalf("registry: %v", reg.Names())
+	}
+	if k, ok := tl.(interface{ Kind() string }); !ok || k.Kind() != Kind {
+		t.Errorf("kind of an MCP tool: %v", tl)
+	}
+}

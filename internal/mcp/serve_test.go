@@ -347,3 +347,32 @@ func BenchmarkReceiveLatency(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
+
+// TestCloseLetsTheNameRejoin: a client that leaves without shutting down
+// leaves its member stale (dead to the team) and the name free to join.
+func TestCloseLetsTheNameRejoin(t *testing.T) {
+	ctx := context.Background()
+	st, err := file.Open(t.TempDir(), file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	team, err := st.CreateTeam(ctx, store.Roster{Name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := NewTeamServer(ctx, TeamOptions{Team: team, Member: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Close()
+	r, _ := team.ReadRoster(ctx)
+	if m, _ := r.Member("bob"); time.Since(m.HeartbeatAt) < time.Hour {
+		t.Errorf("heartbeat after Close = %s, want stale", m.HeartbeatAt)
+	}
+	again, err := NewTeamServer(ctx, TeamOptions{Team: team, Member: "bob"})
+	if err != nil {
+		t.Fatalf("rejoin: %v", err)
+	}
+	again.Close()
+}

@@ -409,3 +409,14 @@ func IsMCPTool(name string) (server string, ok bool) {
 }
 
 var _ tool.Tool = (*Tool)(nil)
+
+// AddTo puts the tools of the servers allow admits (nil: all) into reg,
+// starting the servers that do not run yet, and returns what was left out
+// and why. It is the one call that gives an agent its MCP tools.
+func (m *Manager) AddTo(ctx context.Context, reg *tool.Registry, allow []string) []Problem {
+	tools, probs := m.Tools(ctx, allow)
+	for _, t := range tools {
+		reg.Add(t)
+	}
+	return probs
+}
