@@ -289,7 +289,16 @@ func (c *conn) start(ctx context.Context) error {
 			err = fmt.Errorf("no answer within %s (MCP_TIMEOUT): %v", m.opts.StartTimeout, err)
 		}
 		c.teardown()
-		c.state, c.err = StateFailed, fmt.Errorf("start MCP server %s (%s): %v%s", c.srv.Name, c.srv.Source, err, c.exitNote())
+		var syn *json.SyntaxError
+		hint := ""
+		if errors.As(err, &syn) || strings.Contains(err.Error(), "invalid character") {
+			hint = "; it printed something that is not JSON-RPC on its stdout: is the command an MCP server?"
+		}
+		from := ""
+		if c.srv.Source != "" {
+			from = " (" + c.srv.Source + ")"
+		}
+		c.state, c.err = StateFailed, fmt.Errorf("start MCP server %s%s: %v%s%s", c.srv.Name, from, err, c.exitNote(), hint)
 		return c.err
 	}
 	tr, err := c.transport()

@@ -244,7 +244,7 @@ func TestBadServers(t *testing.T) {
 		got[p.Server+"/"+p.Tool] = p.Error()
 	}
 	for key, want := range map[string]string{
-		"garbage/":    "start MCP server garbage",
+		"garbage/":    "not JSON-RPC on its stdout",
 		"gone/":       "/nonexistent/mcp-server",
 		"down/":       "start MCP server down",
 		"loops/loopy": "$ref loop",

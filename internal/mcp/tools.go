@@ -355,7 +355,7 @@ func checkRefs(root any) error {
 	sort.Strings(roots)
 	for _, from := range roots {
 		for _, r := range edges[from] {
-			if err := visit(strings.TrimSuffix(r, "/"), []string{from}); err != nil {
+			if err := visit(strings.TrimSuffix(r, "/"), nil); err != nil {
 				return err
 			}
 		}
