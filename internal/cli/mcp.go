@@ -77,7 +77,7 @@ configuration itself could not be read.`,
 		},
 	}
 	cmd.Flags().StringArrayVar(&configs, "mcp-config", nil, "read MCP servers from this JSON file or string too (repeatable)")
-	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "how long each server has to start and list its tools")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "how long each server has to start and list its tools")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -144,7 +144,7 @@ func TestToolName(t *testing.T) {
 	tests := []struct{ server, tool, want string }{
 		{"github", "create_issue", "mcp__github__create_issue"},
 		{"my.server", "do it!", "mcp__my_server__do_it_"},
-		{"s", strings.Repeat("x", 100), "mcp__s__" + strings.Repeat("x", 64-len("mcp__s__"))},
+		{"s", strings.Repeat("x", 200), "mcp__s__" + strings.Repeat("x", 200)},
 	}
 	for _, tt := range tests {
 		if got := ToolName(tt.server, tt.tool); got != tt.want {

@@ -101,11 +101,15 @@ func testServer(kind string) *sdk.Server {
 			})
 	}
 	if kind == "clash" {
-		// "echo" sanitised is "echo" too: the name of another server's
-		// tool after its server name is sanitised.
-		sdk.AddTool(s, &sdk.Tool{Name: "e.cho", Description: "Clashes with echo once sanitised? no: e_cho."},
+		// Served as b_x next to b.x: every tool clashes with b.x's once
+		// the server names are sanitised; e.cho and e_cho clash within it.
+		sdk.AddTool(s, &sdk.Tool{Name: "e.cho", Description: "Offered as e_cho."},
 			func(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
 				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "e.cho"}}}, nil, nil
+			})
+		sdk.AddTool(s, &sdk.Tool{Name: strings.Repeat("long", 32), Description: "Its full name is over 128 characters."},
+			func(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+				return nil, nil, nil
 			})
 		sdk.AddTool(s, &sdk.Tool{Name: "e_cho", Description: "Same offered name as e.cho."},
 			func(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {

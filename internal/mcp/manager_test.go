@@ -280,13 +280,23 @@ func TestNameClash(t *testing.T) {
 	if len(probs) == 0 {
 		t.Fatal("no clash reported")
 	}
+	long := 0
 	for _, msg := range msgs {
-		if !strings.Contains(msg, "is taken by") {
+		switch {
+		case strings.Contains(msg, "longer than 128 characters"):
+			long++
+		case !strings.Contains(msg, "is taken by"):
 			t.Errorf("clash message %q", msg)
 		}
 	}
+	if long != 1 {
+		t.Errorf("over-long names reported %d times, want 1: %v", long, msgs)
+	}
 	if res := run(t, find(t, tools, "mcp__b_x__echo"), `{"text":"who"}`); res.Content != "echo: who" {
 		t.Errorf("echo: %+v", res)
+	}
+	if res := run(t, find(t, tools, "mcp__b_x__e_cho"), `{}`); res.Content != "e.cho" {
+		t.Errorf("mcp__b_x__e_cho runs %q, want the first listed (e.cho)", res.Content)
 	}
 	seen := map[string]bool{}
 	for _, n := range names(tools) {

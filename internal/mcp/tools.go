@@ -20,22 +20,19 @@ import (
 // all of a server's tools.
 const Prefix = "mcp__"
 
-// maxNameLen is the longest tool name the model APIs take.
-const maxNameLen = 64
+// maxNameLen is the longest tool name offered: Claude Code leaves out a
+// tool whose full name is longer.
+const maxNameLen = 128
 
 // Kind is the tool kind of every MCP tool: troupe cannot know what a
 // server's tool does, so it asks in default mode unless a rule allows it.
 const Kind = "network"
 
 // ToolName returns the name a server's tool is offered under: both parts
-// sanitised to the API's charset [a-zA-Z0-9_-] (anything else becomes _),
-// cut to the API's length limit.
+// sanitised to the API's charset [a-zA-Z0-9_-] (anything else becomes _).
+// A name longer than maxNameLen is not offered (Tools reports it).
 func ToolName(server, name string) string {
-	n := Prefix + sanitize(server) + "__" + sanitize(name)
-	if len(n) > maxNameLen {
-		n = n[:maxNameLen]
-	}
-	return n
+	return Prefix + sanitize(server) + "__" + sanitize(name)
 }
 
 func sanitize(s string) string {
@@ -221,6 +218,10 @@ func (m *Manager) Offered(allow []string) ([]tool.Tool, []Problem) {
 				continue
 			}
 			name := ToolName(s, rt.Name)
+			if len(name) > maxNameLen {
+				probs = append(probs, Problem{Server: s, Tool: rt.Name, Err: fmt.Errorf("its name %s is longer than %d characters", name, maxNameLen)})
+				continue
+			}
 			if prev, ok := taken[name]; ok {
 				probs = append(probs, Problem{Server: s, Tool: rt.Name,
 					Err: fmt.Errorf("its name %s is taken by %s; that one is offered, this one is not", name, prev)})
