@@ -238,6 +238,7 @@ func (s *TeamServer) setStatus(ctx context.Context, status string) {
 		s.mu.Unlock()
 		return
 	}
+	was := s.status
 	s.status = status
 	s.mu.Unlock()
 	_, err := s.team.UpdateRoster(context.WithoutCancel(ctx), func(r *store.Roster) error {
@@ -251,6 +252,14 @@ func (s *TeamServer) setStatus(ctx context.Context, status string) {
 		return
 	}
 	s.journal(ctx, "status", map[string]any{"member": s.me, "status": status})
+	if was == store.StatusWorking && status == store.StatusIdle {
+		// As a runtime teammate does: the lead's waker looks at the team
+		// again when a member goes idle.
+		if _, err := s.send(ctx, store.Message{Type: store.TypeIdleNotification, From: s.me, To: store.LeadName,
+			Content: s.me + " is idle", Summary: "waiting for messages"}); err != nil {
+			s.opts.Logger.Warn("idle notification", "member", s.me, "err", err)
+		}
+	}
 }
 
 // live is the check at the start of every call: a member that shut down

@@ -185,7 +185,19 @@ func TestExternalMemberJoinsClaimsAndShutsDown(t *testing.T) {
 	}
 }
 
+// receive takes what waits in who's inbox, less idle notifications.
 func receive(t testing.TB, team store.Team, who string) []store.Message {
+	t.Helper()
+	var out []store.Message
+	for _, m := range receiveAll(t, team, who) {
+		if m.Type != store.TypeIdleNotification {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func receiveAll(t testing.TB, team store.Team, who string) []store.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -307,6 +319,25 @@ func TestReceiveWakesOnSend(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("ReceiveMessages did not return after a send")
+	}
+}
+
+// TestIdleNotification: a member that goes from working to waiting tells
+// the lead once, as a runtime teammate does.
+func TestIdleNotification(t *testing.T) {
+	f := newTeamFixture(t)
+	f.call(t, "ReceiveMessages", map[string]any{"wait_seconds": 0}) // idle already: no notice
+	f.call(t, "TaskList", map[string]any{})
+	f.call(t, "ReceiveMessages", map[string]any{"wait_seconds": 0})
+	f.call(t, "ReceiveMessages", map[string]any{"wait_seconds": 0})
+	var idle int
+	for _, m := range receiveAll(t, f.lead, store.LeadName) {
+		if m.Type == store.TypeIdleNotification && m.From == "reviewer" {
+			idle++
+		}
+	}
+	if idle != 1 {
+		t.Errorf("idle notifications = %d, want 1", idle)
 	}
 }
 
