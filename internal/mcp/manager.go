@@ -215,8 +215,12 @@ func (c *conn) ensure(ctx context.Context) error {
 	if c.sess != nil {
 		select {
 		case <-c.done:
-			// Ended between calls: a crash seen at the next use.
-			return c.crashed()
+			// Ended between calls: the restart (once) is all the next
+			// caller needs to know nothing of.
+			if err := c.crashed(); c.sess == nil {
+				return err
+			}
+			return nil
 		default:
 			return nil
 		}

@@ -361,3 +361,27 @@ func TestAddTo(t *testing.T) {
 		t.Errorf("kind of an MCP tool: %v", tl)
 	}
 }
+
+// TestCrashBetweenCalls: a server that died while nobody called it is
+// restarted (once) at the next use, which goes through.
+func TestCrashBetweenCalls(t *testing.T) {
+	m := newManager(t, Options{}, helperServer(t, "s", "basic"))
+	if errs := m.Start(context.Background()); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	c := m.servers[0]
+	c.mu.Lock()
+	proc, done := c.cmd.Process, c.done
+	c.mu.Unlock()
+	if err := proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	res, err := m.Call(context.Background(), "s", "echo", []byte(`{"text":"back"}`))
+	if err != nil || ConvertResult(res).Content != "echo: back" {
+		t.Fatalf("call after a crash between calls: %v, %+v", err, res)
+	}
+	if st := m.Status()[0]; st.State != StateConnected {
+		t.Errorf("state = %s", st.State)
+	}
+}
