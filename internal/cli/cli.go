@@ -155,6 +155,7 @@ func (a *app) rootCmd() *cobra.Command {
 	bench.AddCommand(a.benchTurnCmd(), a.benchStoreCmd(), a.benchTeamCmd())
 	root.AddCommand(bench, a.fakeAPICmd(), a.demoCmd(), a.agentCmd(), a.toolsCmd(), a.hooksCmd(), a.patternsCmd(), a.replayCmd(), a.usageCmd(), a.budgetCmd(), a.resumeCmd())
 	root.AddCommand(a.storeCmds()...)
+	root.AddCommand(a.mcpCmd())
 	// --record means something only where troupe talks to a model from a
 	// fresh start: a run (-p or the UI) and the demo.
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {

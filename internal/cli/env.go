@@ -8,6 +8,7 @@ import (
 
 	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/settings"
 	"github.com/troupe-dev/troupe/internal/team"
 )
 
@@ -56,10 +57,7 @@ func (a *app) openEnv(dir string, warn io.Writer) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	flag := a.settings.file
-	if flag == "" {
-		flag = a.run.settingsInline
-	}
+	flag := a.settingsFlag()
 	return assembly.OpenEnv(a.ctx, assembly.Options{
 		Dir: dir, StateDir: stateDir, Warn: warn, Sandbox: a.sandbox,
 		Settings: assembly.SettingsSource{Flag: flag, Extra: a.run.settingsFiles,
@@ -84,4 +82,18 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 func (f *teamFlags) options() assembly.TeamOptions {
 	return assembly.TeamOptions{TeammateMode: f.teammateMode, PermissionMode: f.permissionMode, Delegate: f.delegate,
 		IdleTimeout: f.idleTimeout, TeammateModel: f.teammateModel}
+}
+
+// settingsFlag is --settings: a file, or the run's inline JSON object.
+func (a *app) settingsFlag() string {
+	if a.settings.file != "" {
+		return a.settings.file
+	}
+	return a.run.settingsInline
+}
+
+// settingsOptions are the settings files a command in dir reads, as a
+// session there would.
+func (a *app) settingsOptions(dir string) settings.Options {
+	return settings.Options{Workspace: dir, Flag: a.settingsFlag(), Extra: a.run.settingsFiles}
 }

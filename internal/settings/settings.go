@@ -256,7 +256,7 @@ type File struct {
 // File.Unknown and named in a warning ("prices" is read by package usage);
 // a package that starts honouring a key of Claude Code's schema ("sandbox",
 // "mcpServers", …) adds it here.
-var UsedKeys = []string{"$schema", "env", "hooks", "model", "permissions", "team", "artifactGuard", "prices", "sandbox"}
+var UsedKeys = []string{"$schema", "env", "hooks", "model", "permissions", "team", "artifactGuard", "prices", "sandbox", "mcpServers"}
 
 // rawFile is the schema on disk.
 type rawFile struct {
@@ -267,7 +267,14 @@ type rawFile struct {
 	Team          *rawTeam              `json:"team"`
 	ArtifactGuard *rawGuard             `json:"artifactGuard"`
 	Sandbox       *rawSandbox           `json:"sandbox"`
+	// MCPServers is kept raw: package mcp reads it, and a bad entry must
+	// not stop the rest of the file loading.
+	MCPServers json.RawMessage `json:"mcpServers"`
 }
+
+// MCPServers returns the file's "mcpServers" object as written (nil when
+// absent), for package mcp.
+func (f *File) MCPServers() json.RawMessage { return f.raw.MCPServers }
 
 // rawSandbox is Claude Code's "sandbox" key, as far as troupe honours it.
 type rawSandbox struct {

@@ -1,0 +1,9 @@
+//go:build !unix
+
+package mcp
+
+import "os/exec"
+
+func setGroup(*exec.Cmd) {}
+
+func killGroup(int) {}
