@@ -11,7 +11,7 @@ import (
 )
 
 // hub wakes waiters of this process. Keys name what changed: an inbox
-// (inboxKey) or a task board (tasksKey). Channels have room for one value,
+// (inboxKey), a task board (tasksKey) or a journal (journalKey). Channels have room for one value,
 // so wake-ups coalesce and notify never blocks.
 type hub struct {
 	mu   sync.Mutex
@@ -20,6 +20,7 @@ type hub struct {
 
 func inboxKey(team, member string) string { return team + "/inbox/" + member }
 func tasksKey(team string) string         { return team + "/tasks" }
+func journalKey(team string) string       { return team + "/events" }
 
 func (h *hub) subscribe(key string) chan struct{} {
 	ch := make(chan struct{}, 1)
@@ -177,11 +178,21 @@ func (w *watcher) event(ev fsnotify.Event) {
 		return
 	}
 	parts := strings.Split(filepath.ToSlash(rel), "/")
-	if len(parts) == 2 && ev.Has(fsnotify.Remove) {
-		w.mu.Lock()
-		delete(w.dirs, ev.Name) // a watched directory went away with its team
-		w.mu.Unlock()
+	if len(parts) == 2 && parts[1] == "events.jsonl" {
+		w.hub.notify(journalKey(parts[0]))
 		return
+	}
+	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+		w.mu.Lock()
+		if w.dirs[ev.Name] {
+			// A watched directory went away with its team (deleted or
+			// archived): a team made again under the name is watched anew.
+			delete(w.dirs, ev.Name)
+		}
+		w.mu.Unlock()
+		if len(parts) <= 2 {
+			return
+		}
 	}
 	if len(parts) != 3 {
 		return
