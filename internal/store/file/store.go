@@ -423,10 +423,10 @@ type Team struct {
 
 var _ store.Team = (*Team)(nil)
 
-func (t *Team) Name() string            { return t.name }
-func (t *Team) Tasks() store.Tasks      { return t.tasks }
-func (t *Team) Mailbox() store.Mailbox  { return t.mailbox }
-func (t *Team) Journal() store.Journal  { return t.journal }
+func (t *Team) Name() string           { return t.name }
+func (t *Team) Tasks() store.Tasks     { return t.tasks }
+func (t *Team) Mailbox() store.Mailbox { return t.mailbox }
+func (t *Team) Journal() store.Journal { return t.journal }
 func (t *Team) Transcripts() store.Transcripts {
 	return transcripts{t}
 }
