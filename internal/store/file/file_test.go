@@ -1,9 +1,12 @@
 package file
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -66,4 +69,49 @@ func TestConformancePollOnly(t *testing.T) {
 			return s
 		}
 	}, storetest.Options{Damage: damage{}})
+}
+
+// TestOpenURL: store.Open reaches the file store through its scheme, with a
+// relative or an absolute path, and refuses what it cannot honour.
+func TestOpenURL(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, tt := range []struct {
+		url, dir string
+		poll     time.Duration
+		noWatch  bool
+	}{
+		{"file:.troupe", filepath.Join(dir, ".troupe"), time.Second, false},
+		{"file:" + filepath.Join(dir, "abs"), filepath.Join(dir, "abs"), time.Second, false},
+		{"file://" + filepath.Join(dir, "slashes"), filepath.Join(dir, "slashes"), time.Second, false},
+		{"FILE:rel/state?watch=false&poll=50ms", filepath.Join(dir, "rel", "state"), 50 * time.Millisecond, true},
+	} {
+		s, err := store.Open(ctx, tt.url)
+		if err != nil {
+			t.Fatalf("Open(%q): %v", tt.url, err)
+		}
+		fs := s.(*Store)
+		if fs.Dir() != tt.dir || fs.opts.PollInterval != tt.poll || fs.opts.DisableWatch != tt.noWatch {
+			t.Errorf("Open(%q): dir %s, poll %v, watch off %v; want %s, %v, %v", tt.url, fs.Dir(), fs.opts.PollInterval, fs.opts.DisableWatch, tt.dir, tt.poll, tt.noWatch)
+		}
+		if _, err := os.Stat(filepath.Join(tt.dir, "teams")); err != nil {
+			t.Errorf("Open(%q) made no store: %v", tt.url, err)
+		}
+		s.Close()
+	}
+	for _, tt := range []struct{ url, want string }{
+		{"file:", "no directory"},
+		{"file://elsewhere/x", `host "elsewhere"`},
+		{"file:x?colour=red", `unknown parameter "colour" (known: poll, watch)`},
+		{"file:x?poll=soon", `poll="soon"`},
+		{"file:x?watch=maybe", `watch="maybe"`},
+	} {
+		if s, err := store.Open(ctx, tt.url); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Open(%q) = %v, want an error with %q", tt.url, err, tt.want)
+			if s != nil {
+				s.Close()
+			}
+		}
+	}
 }

@@ -53,8 +53,12 @@ func RunWith(t *testing.T, newBackend Factory, opts Options) {
 		{"Teams", teamTests},
 		{"Roster", rosterTests},
 		{"Tasks", taskTests},
+		{"BoardConcurrency", boardConcurrencyTests},
 		{"Mailbox", mailboxTests},
 		{"Journal", journalTests},
+		{"JournalCursor", journalCursorTests},
+		{"Transcripts", transcriptTests},
+		{"Archives", archiveTests},
 		{"Damage", damageTests(opts.Damage)},
 	}
 	for _, g := range groups {
