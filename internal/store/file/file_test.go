@@ -2,6 +2,7 @@ package file
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,5 +114,64 @@ func TestOpenURL(t *testing.T) {
 				s.Close()
 			}
 		}
+	}
+}
+
+// TestHandEditSeen: a task file changed in place behind the store's back
+// (an editor) is read anew, not served from the parse cache, even at the
+// same size.
+func TestHandEditSeen(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tm, err := s.CreateTeam(ctx, store.Roster{Name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tm.Tasks().Create(ctx, store.Task{Subject: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(s.Dir(), "teams", "t", "tasks", "1.json")
+	old := time.Now().Add(-time.Hour)
+	for i, subject := range []string{"before", "edited in place", "edited again, longer", "same len as again!!!"} {
+		if i > 0 {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var task store.Task
+			if err := json.Unmarshal(data, &task); err != nil {
+				t.Fatal(err)
+			}
+			task.Subject = subject
+			data, _ = store.MarshalTask(&task)
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0) // same inode
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(data); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+		// Old enough to be cached; each version a second apart.
+		if err := os.Chtimes(path, old, old.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // the second read is served from the cache
+			got, err := tm.Tasks().Get(ctx, "1")
+			if err != nil || got.Subject != subject {
+				t.Fatalf("after edit %d: %q, %v; want %q", i, got.Subject, err, subject)
+			}
+		}
+	}
+	s.parsed.mu.Lock()
+	n := len(s.parsed.m)
+	s.parsed.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d tasks cached, want 1 (the test would prove nothing)", n)
 	}
 }

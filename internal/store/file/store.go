@@ -78,6 +78,7 @@ type Store struct {
 	mu      sync.Mutex
 	readers map[string]*reader // key inboxKey(team, member)
 	rosters map[string]*rosterCache
+	parsed  taskCache
 	swept   map[string]bool // teams whose stray temporary files were removed
 	closed  bool
 	done    chan struct{}
@@ -293,6 +294,7 @@ func (s *Store) DeleteTeam(ctx context.Context, name string) error {
 	}
 	delete(s.rosters, n)
 	s.mu.Unlock()
+	s.parsed.forgetTeam(n)
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("delete team %s: %w", n, err)
 	}
@@ -336,6 +338,7 @@ func (s *Store) ArchiveTeam(ctx context.Context, name string) (store.Archive, er
 	}
 	delete(s.rosters, n)
 	s.mu.Unlock()
+	s.parsed.forgetTeam(n)
 	if err := os.Rename(dir, dst); err != nil {
 		return store.Archive{}, fmt.Errorf("archive team %s: %w", n, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -142,6 +143,7 @@ func (b *tasks) apply(in *intent) error {
 		}
 	}
 	for _, id := range in.Remove {
+		b.t.s.parsed.drop(taskKey(b.t.key, id))
 		if err := os.Remove(b.file(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove task %s: %w", id, err)
 		}
@@ -274,28 +276,60 @@ func (x *tx) NextID() (string, error) {
 	return x.hwm, nil
 }
 
-// read loads one task file.
+// read loads one task file, or its cached parse if the file has not
+// changed since.
 func (b *tasks) read(id string) (store.Task, error) {
 	if !store.ValidTaskID(id) {
 		return store.Task{}, fmt.Errorf("task %q: %w", id, store.ErrTaskNotFound)
 	}
-	data, err := os.ReadFile(b.file(id))
+	path := b.file(id)
+	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return store.Task{}, fmt.Errorf("task %s: %w", id, store.ErrTaskNotFound)
 	}
 	if err != nil {
 		return store.Task{}, err
 	}
-	t, err := store.ParseTask(data)
-	if err != nil {
-		return store.Task{}, fmt.Errorf("task file %s: %w", b.file(id), err)
-	}
-	if t.ID != id {
-		return store.Task{}, fmt.Errorf("task file %s: %w: holds id %s", b.file(id), store.ErrInvalidTask, t.ID)
+	key := taskKey(b.t.key, id)
+	t, ok := b.t.s.parsed.get(key, fi)
+	if !ok {
+		if t, err = b.parse(path, id, key); err != nil {
+			return store.Task{}, err
+		}
 	}
 	if t.Status == store.TaskDeleted {
 		return store.Task{}, fmt.Errorf("task %s: %w", id, store.ErrTaskNotFound)
 	}
+	return t, nil
+}
+
+// parse reads and parses task file path, and caches the result under the
+// version of the file it was read from.
+func (b *tasks) parse(path, id, key string) (store.Task, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return store.Task{}, fmt.Errorf("task %s: %w", id, store.ErrTaskNotFound)
+	}
+	if err != nil {
+		return store.Task{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return store.Task{}, err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return store.Task{}, err
+	}
+	t, err := store.ParseTask(data)
+	if err != nil {
+		return store.Task{}, fmt.Errorf("task file %s: %w", path, err)
+	}
+	if t.ID != id {
+		return store.Task{}, fmt.Errorf("task file %s: %w: holds id %s", path, store.ErrInvalidTask, t.ID)
+	}
+	b.t.s.parsed.put(key, fi, t)
 	return t, nil
 }
 

@@ -514,6 +514,25 @@ var taskTests = map[string]func(*testing.T, Factory){
 			}
 		}
 	},
+	"HandedOutTasksAreCopies": func(t *testing.T, f Factory) {
+		_, s := open(t, f)
+		ctx := ctxFor(t)
+		tasks := newTeam(t, s).Tasks()
+		createN(t, tasks, 1)
+		must[store.Task](t)(tasks.Create(ctx, store.Task{Subject: "b", BlockedBy: []string{"1"}, Metadata: map[string]any{"tags": []any{"x"}, "m": map[string]any{"k": "v"}}}))
+		want := must[store.Task](t)(tasks.Get(ctx, "2"))
+		for range 2 { // the second time from what a backend may have kept of the first
+			for _, got := range []store.Task{must[store.Task](t)(tasks.Get(ctx, "2")), must[[]store.Task](t)(tasks.List(ctx))[1]} {
+				got.BlockedBy[0] = "99"
+				got.Metadata["tags"].([]any)[0] = "changed"
+				got.Metadata["m"].(map[string]any)["k"] = "changed"
+				got.Metadata["new"] = true
+			}
+		}
+		if diff := cmp.Diff(want, must[store.Task](t)(tasks.Get(ctx, "2"))); diff != "" {
+			t.Errorf("changing handed-out tasks changed the board (-want +got):\n%s", diff)
+		}
+	},
 	"BoardIsListWhenNothingIsBroken": func(t *testing.T, f Factory) {
 		_, s := open(t, f)
 		ctx := ctxFor(t)
