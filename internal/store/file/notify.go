@@ -2,6 +2,8 @@ package file
 
 import (
 	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -86,7 +88,7 @@ type watcher struct {
 
 	mu      sync.Mutex
 	fw      *fsnotify.Watcher
-	dirs    map[string]bool
+	dirs    map[string]fs.FileInfo // watched directories, as they were when added
 	polling bool
 	closed  bool
 	done    chan struct{}
@@ -95,15 +97,20 @@ type watcher struct {
 
 // watchDir makes sure changes under dir (an inbox or tasks directory of a
 // team) wake this process's waiters.
+//
+// A directory is watched by inode: one that went away and was made again
+// under the same path (a team deleted or archived, then created anew, by
+// any process) is watched again.
 func (w *watcher) watchDir(dir string) {
+	fi, _ := os.Stat(dir)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed || w.dirs[dir] {
+	if old, ok := w.dirs[dir]; w.closed || ok && (fi == nil || os.SameFile(old, fi)) {
 		return
 	}
 	if w.done == nil {
 		w.done = make(chan struct{})
-		w.dirs = make(map[string]bool)
+		w.dirs = make(map[string]fs.FileInfo)
 	}
 	if w.fw == nil && !w.polling {
 		var err error
@@ -126,7 +133,9 @@ func (w *watcher) watchDir(dir string) {
 		w.startPollLocked()
 		return
 	}
-	w.dirs[dir] = true
+	if fi != nil {
+		w.dirs[dir] = fi
+	}
 }
 
 func (w *watcher) startPollLocked() {
@@ -183,13 +192,7 @@ func (w *watcher) event(ev fsnotify.Event) {
 		return
 	}
 	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
-		w.mu.Lock()
-		if w.dirs[ev.Name] {
-			// A watched directory went away with its team (deleted or
-			// archived): a team made again under the name is watched anew.
-			delete(w.dirs, ev.Name)
-		}
-		w.mu.Unlock()
+		w.forget(ev.Name)
 		if len(parts) <= 2 {
 			return
 		}
@@ -206,6 +209,20 @@ func (w *watcher) event(ev fsnotify.Event) {
 	case "tasks":
 		if strings.HasSuffix(name, ".json") || name == ".intent" {
 			w.hub.notify(tasksKey(team))
+		}
+	}
+}
+
+// forget drops dir and the directories under it from the watched set: they
+// went away with their team (deleted or archived), and a team made again
+// under the name must be watched anew (fsnotify moves a watch to the new
+// directory when it is added again under the same path).
+func (w *watcher) forget(dir string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for d := range w.dirs {
+		if d == dir || strings.HasPrefix(d, dir+string(filepath.Separator)) {
+			delete(w.dirs, d)
 		}
 	}
 }

@@ -283,6 +283,25 @@ var archiveTests = map[string]func(*testing.T, Factory){
 			t.Errorf("Archives(t1) = %+v, want %s then %s", as, a.ID, b.ID)
 		}
 	},
+	"WatchesTheTeamMadeAgain": func(t *testing.T, f Factory) {
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		newTeam(t, s)
+		other := o()
+		wctx, cancel := context.WithCancel(ctx)
+		must[<-chan struct{}](t)(must[store.Team](t)(other.Team(ctx, "t1")).Tasks().Watch(wctx))
+		cancel()
+		must[store.Archive](t)(s.ArchiveTeam(ctx, "t1"))
+		again := newTeam(t, s)
+		// The other client watches the new team, not the archived one.
+		tm := must[store.Team](t)(other.Team(ctx, "t1"))
+		board := must[<-chan struct{}](t)(tm.Tasks().Watch(ctx))
+		journal := must[<-chan struct{}](t)(tm.Journal().Watch(ctx))
+		must[store.Task](t)(again.Tasks().Create(ctx, store.Task{Subject: "new"}))
+		waitWake(t, board, "task created in the team made again")
+		must[struct{}](t)(struct{}{}, again.Journal().Append(ctx, store.Event{Type: "new"}))
+		waitWake(t, journal, "event appended in the team made again")
+	},
 	"Errors": func(t *testing.T, f Factory) {
 		_, s := open(t, f)
 		ctx := ctxFor(t)
