@@ -1,6 +1,9 @@
 // Package storetest is the conformance suite of store implementations: every
 // rule of the store interfaces as a test that any implementation (the file
-// store now, a distributed one later) must pass, under -race.
+// store now, a distributed one later) must pass, under -race: teams and
+// rosters, the board's dependency and claim rules (also under concurrent
+// clients), inboxes, the journal read from cursors that outlive their
+// client, transcripts, and archives.
 package storetest
 
 import (
