@@ -118,7 +118,7 @@ func (j *journal) Watch(ctx context.Context) (<-chan struct{}, error) {
 	}
 	key := journalKey(j.t.key)
 	ch := j.t.s.hub.subscribe(key)
-	j.t.s.watcher.watchDir(j.t.dir)
+	j.t.s.watcher.watchDir(j.t.dir, true)
 	context.AfterFunc(ctx, func() { j.t.s.hub.unsubscribe(key, ch, true) })
 	return ch, nil
 }

@@ -482,7 +482,7 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 	key := inboxKey(mb.t.key, name)
 	wake := s.hub.subscribe(key)
 	defer s.hub.unsubscribe(key, wake, false)
-	s.watcher.watchDir(mb.inboxDir())
+	s.watcher.watchDir(mb.inboxDir(), false)
 	var poll *time.Timer
 	defer func() {
 		if poll != nil {
@@ -622,7 +622,7 @@ func (mb *mailbox) Watch(ctx context.Context, member string) (<-chan struct{}, e
 	}
 	key := inboxKey(mb.t.key, name)
 	ch := s.hub.subscribe(key)
-	s.watcher.watchDir(mb.inboxDir())
+	s.watcher.watchDir(mb.inboxDir(), true)
 	context.AfterFunc(ctx, func() { s.hub.unsubscribe(key, ch, true) })
 	return ch, nil
 }

@@ -98,14 +98,19 @@ type watcher struct {
 // watchDir makes sure changes under dir (an inbox or tasks directory of a
 // team) wake this process's waiters.
 //
-// A directory is watched by inode: one that went away and was made again
-// under the same path (a team deleted or archived, then created anew, by
-// any process) is watched again.
-func (w *watcher) watchDir(dir string) {
-	fi, _ := os.Stat(dir)
+// With recheck, a directory is watched by inode: one that went away and was
+// made again under the same path (a team deleted or archived, then created
+// anew, by any process) is watched again. That costs a stat, which the
+// per-message Receive does without: its inbox is watched again by the next
+// Watch, and a deleted directory's watch is dropped on its own event.
+func (w *watcher) watchDir(dir string, recheck bool) {
+	var fi fs.FileInfo
+	if recheck {
+		fi, _ = os.Stat(dir)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if old, ok := w.dirs[dir]; w.closed || ok && (fi == nil || os.SameFile(old, fi)) {
+	if old, ok := w.dirs[dir]; w.closed || ok && (!recheck || fi == nil || os.SameFile(old, fi)) {
 		return
 	}
 	if w.done == nil {
@@ -132,6 +137,9 @@ func (w *watcher) watchDir(dir string) {
 	if err := w.fw.Add(dir); err != nil {
 		w.startPollLocked()
 		return
+	}
+	if fi == nil {
+		fi, _ = os.Stat(dir)
 	}
 	if fi != nil {
 		w.dirs[dir] = fi

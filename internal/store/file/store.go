@@ -295,6 +295,7 @@ func (s *Store) DeleteTeam(ctx context.Context, name string) error {
 	delete(s.rosters, n)
 	s.mu.Unlock()
 	s.parsed.forgetTeam(n)
+	s.watcher.forget(dir) // a team made again under the name is watched anew
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("delete team %s: %w", n, err)
 	}
@@ -339,6 +340,7 @@ func (s *Store) ArchiveTeam(ctx context.Context, name string) (store.Archive, er
 	delete(s.rosters, n)
 	s.mu.Unlock()
 	s.parsed.forgetTeam(n)
+	s.watcher.forget(dir) // a team made again under the name is watched anew
 	if err := os.Rename(dir, dst); err != nil {
 		return store.Archive{}, fmt.Errorf("archive team %s: %w", n, err)
 	}

@@ -504,7 +504,7 @@ func (b *tasks) Watch(ctx context.Context) (<-chan struct{}, error) {
 	}
 	key := tasksKey(b.t.key)
 	ch := b.t.s.hub.subscribe(key)
-	b.t.s.watcher.watchDir(b.dir())
+	b.t.s.watcher.watchDir(b.dir(), true)
 	context.AfterFunc(ctx, func() { b.t.s.hub.unsubscribe(key, ch, true) })
 	return ch, nil
 }
