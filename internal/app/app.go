@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"path/filepath"
 	"strings"
 
 	"github.com/troupe-dev/troupe/internal/store"
@@ -75,29 +77,39 @@ func StorePollOnly(on bool) StoreOption {
 	return func(o *storeOptions) { o.pollOnly = on }
 }
 
-// OpenStore opens the store at url. The one scheme today is file:
-// "file:PATH" (or "file://PATH") is the file store in the state directory
-// PATH; a URL with no scheme is a path too. This is the one place that
-// opens a store; a new backend is a new scheme here.
-func OpenStore(ctx context.Context, url string, opts ...StoreOption) (store.Store, error) {
+// OpenStore opens the store at url through the store registry
+// (store.Open): "file:PATH" (or "file://PATH") is the file store in the
+// state directory PATH, and a URL with no scheme is a path too. This is the
+// one place that opens a store; a new backend registers its scheme and is
+// imported here for that.
+func OpenStore(ctx context.Context, rawURL string, opts ...StoreOption) (store.Store, error) {
 	var o storeOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	scheme, path := splitStoreURL(url)
-	switch scheme {
-	case "file":
+	scheme, path := splitStoreURL(rawURL)
+	target := rawURL
+	if scheme == file.Scheme {
 		if path == "" {
-			return nil, fmt.Errorf("store %q: no directory after file:", url)
+			return nil, fmt.Errorf("store %q: no directory after file:", rawURL)
 		}
-		s, err := file.Open(path, file.Options{Logger: o.logger, DisableWatch: o.pollOnly})
+		// A path is made a URL here, so that spaces, '?' and '#' in it stay
+		// part of the path.
+		abs, err := filepath.Abs(path)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("store %q: %w", rawURL, err)
 		}
-		return s, nil
-	default:
-		return nil, fmt.Errorf("store %q: unknown scheme %q (troupe knows file:)", url, scheme)
+		u := url.URL{Scheme: file.Scheme, Path: filepath.ToSlash(abs)}
+		if o.pollOnly {
+			u.RawQuery = "watch=false"
+		}
+		target = u.String()
 	}
+	var sopts []store.OpenOption
+	if o.logger != nil {
+		sopts = append(sopts, store.WithLogger(o.logger))
+	}
+	return store.Open(ctx, target, sopts...)
 }
 
 // splitStoreURL splits a store URL into its scheme and the rest. A path

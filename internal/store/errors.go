@@ -40,6 +40,13 @@ var (
 	ErrNotPending = errors.New("task not pending")
 	// ErrNoTask: ClaimNext found no pending, unowned, unblocked task.
 	ErrNoTask = errors.New("no claimable task")
+	// ErrInvalidCursor: a journal cursor that the journal never returned.
+	ErrInvalidCursor = errors.New("invalid journal cursor")
+	// ErrArchiveNotFound: no archive by that id.
+	ErrArchiveNotFound = errors.New("archive not found")
+	// ErrUnknownScheme: Open was given a URL whose scheme no backend
+	// registered. The wrapped text lists the known schemes.
+	ErrUnknownScheme = errors.New("unknown store scheme")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store closed")
 )

@@ -30,6 +30,16 @@ type Store interface {
 	Teams(ctx context.Context) (TeamList, error)
 	// DeleteTeam removes a team and all its state.
 	DeleteTeam(ctx context.Context, name string) error
+	// ArchiveTeam ends a team like DeleteTeam but keeps its state (journal,
+	// transcripts, roster, board) as an archive that OpenArchive reads; the
+	// name is free again at once (ErrTeamNotFound if there is no such team).
+	ArchiveTeam(ctx context.Context, name string) (Archive, error)
+	// Archives returns the archives of team name, oldest first (none: an
+	// empty list, not an error).
+	Archives(ctx context.Context, name string) ([]Archive, error)
+	// OpenArchive opens an archive by its ID, to read (ErrArchiveNotFound
+	// otherwise). Its Name is the team's.
+	OpenArchive(ctx context.Context, id string) (Team, error)
 	// Close releases watchers and files; blocked calls return ErrClosed.
 	Close() error
 }
@@ -46,6 +56,31 @@ type Team interface {
 	Tasks() Tasks
 	Mailbox() Mailbox
 	Journal() Journal
+	Transcripts() Transcripts
+}
+
+// Archive is a team's state kept after the team ended (Store.ArchiveTeam).
+type Archive struct {
+	// ID names the archive among every archive of the store; OpenArchive
+	// takes it.
+	ID string `json:"id"`
+	// Team is the name the team had.
+	Team       string    `json:"team"`
+	ArchivedAt time.Time `json:"archived_at"`
+	// Path is where the archive lives, for people, when it is on disk.
+	Path string `json:"path,omitempty"`
+}
+
+// Transcripts holds each member's conversation record: one JSON value per
+// entry, in the order appended. It is not mail: nothing in it is signed or
+// consumed, and only its own member's runtime writes it.
+type Transcripts interface {
+	// Append durably adds line (one JSON value; stored compacted, with any
+	// secret redacted) to member's transcript.
+	Append(ctx context.Context, member string, line json.RawMessage) error
+	// Read returns member's transcript in order (empty if it has none).
+	// Entries that cannot be read (a torn last line) are left out.
+	Read(ctx context.Context, member string) ([]json.RawMessage, error)
 }
 
 // Tasks is a team's shared task board.
@@ -118,7 +153,25 @@ type Journal interface {
 	Read(ctx context.Context) ([]Event, error)
 	// Tail returns the last n events in order.
 	Tail(ctx context.Context, n int) ([]Event, error)
+	// ReadAfter returns, in order, the events appended after cursor c (the
+	// zero Cursor: from the start), and the cursor after the last of them,
+	// to pass on the next call. A cursor is a position in the journal, not
+	// a client's state: it stays good across clients, processes and
+	// reopens. An event being written while ReadAfter runs comes with a
+	// later call. A cursor this journal never returned fails with
+	// ErrInvalidCursor.
+	ReadAfter(ctx context.Context, c Cursor) ([]Event, Cursor, error)
+	// Watch returns a channel that receives a value (coalesced) after
+	// events are appended, by this process or another. It is closed when
+	// ctx ends.
+	Watch(ctx context.Context) (<-chan struct{}, error)
 }
+
+// Cursor is an opaque position in a journal, made by the backend (a byte
+// offset for the file store, a stream sequence for a log service). Callers
+// keep it and hand it back; they never build or compare one. The zero
+// value is the journal's start.
+type Cursor string
 
 // Member statuses stored in the roster. "dead" is never stored: it is
 // derived from a stale HeartbeatAt.

@@ -24,7 +24,7 @@ type budgets struct {
 	prices    usage.Prices
 
 	mu    sync.Mutex
-	off   int64
+	off   store.Cursor
 	spent map[string]usage.Tokens
 	total usage.Tokens
 }
@@ -39,11 +39,7 @@ func newBudgets(t store.Team, workspace string) *budgets {
 
 // refresh adds the usage journaled since the last look.
 func (b *budgets) refresh(ctx context.Context) {
-	jr, ok := b.t.Journal().(journalReader)
-	if !ok {
-		return
-	}
-	evs, next, err := jr.ReadFrom(ctx, b.off)
+	evs, next, err := b.t.Journal().ReadAfter(ctx, b.off)
 	if err != nil {
 		return
 	}

@@ -2,16 +2,9 @@ package team
 
 import (
 	"context"
-	"time"
 
 	"github.com/troupe-dev/troupe/internal/store"
 )
-
-// journalReader is implemented by journals that can be read from an offset
-// (the file store's).
-type journalReader interface {
-	ReadFrom(ctx context.Context, off int64) ([]store.Event, int64, error)
-}
 
 // follower passes the events other processes write to the team's journal
 // (teammates in process mode) to the session's OnEvent, as they happen, so
@@ -19,8 +12,7 @@ type journalReader interface {
 type follower struct {
 	s    *Session
 	t    store.Team
-	jr   journalReader
-	off  int64
+	off  store.Cursor
 	stop context.CancelFunc
 	done chan struct{}
 }
@@ -31,12 +23,8 @@ func (s *Session) follow(t store.Team) {
 	if s.cfg.TeammateMode != ModeProcess || s.cfg.OnEvent == nil {
 		return
 	}
-	jr, ok := t.Journal().(journalReader)
-	if !ok {
-		return
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &follower{s: s, t: t, jr: jr, stop: cancel, done: make(chan struct{})}
+	f := &follower{s: s, t: t, stop: cancel, done: make(chan struct{})}
 	s.mu.Lock()
 	s.follower = f
 	s.mu.Unlock()
@@ -45,34 +33,26 @@ func (s *Session) follow(t store.Team) {
 
 func (f *follower) run(ctx context.Context) {
 	defer close(f.done)
-	board, err := f.t.Tasks().Watch(ctx)
+	appended, err := f.t.Journal().Watch(ctx)
 	if err != nil {
 		return
 	}
-	inbox, err := f.t.Mailbox().Watch(ctx, store.LeadName)
-	if err != nil {
-		return
-	}
-	// The journal has no watch of its own; board and lead-inbox changes
-	// come with most events, and a short tick catches the rest (status
-	// changes) for the display. No agent waits on this loop.
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
 	for {
 		f.flush(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-board:
-		case <-inbox:
-		case <-tick.C:
+		case _, ok := <-appended:
+			if !ok {
+				return
+			}
 		}
 	}
 }
 
 // flush emits the events written since the last flush by other processes.
 func (f *follower) flush(ctx context.Context) {
-	evs, next, err := f.jr.ReadFrom(context.WithoutCancel(ctx), f.off)
+	evs, next, err := f.t.Journal().ReadAfter(context.WithoutCancel(ctx), f.off)
 	if err != nil {
 		return
 	}

@@ -94,10 +94,6 @@ func compaction(t func() (store.Team, error), name string, log *slog.Logger) (ag
 		if err != nil {
 			return nil // no team yet: nothing to record to
 		}
-		tr, ok := tm.(transcripter)
-		if !ok {
-			return nil
-		}
 		line, err := json.Marshal(map[string]any{
 			"ts": time.Now().UTC(), "type": "compaction", "reason": c.Reason, "summary": c.Summary,
 			"replaced_messages": len(c.Replaced), "context_tokens": c.ContextTokens,
@@ -105,7 +101,7 @@ func compaction(t func() (store.Team, error), name string, log *slog.Logger) (ag
 		if err != nil {
 			return err
 		}
-		if err := tr.AppendTranscript(context.Background(), name, line); err != nil {
+		if err := tm.Transcripts().Append(context.Background(), name, line); err != nil {
 			return fmt.Errorf("record compaction of %s: %w", name, err)
 		}
 		return nil

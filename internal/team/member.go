@@ -464,19 +464,10 @@ func (m *Member) record(msg llm.Message) {
 	}
 }
 
-// transcripter is implemented by stores that keep transcripts.
-type transcripter interface {
-	AppendTranscript(ctx context.Context, member string, line json.RawMessage) error
-}
-
 func appendTranscript(t store.Team, name string, msg llm.Message, delivered []string, log *slog.Logger) {
-	tr, ok := t.(transcripter)
-	if !ok {
-		return
-	}
 	line, err := json.Marshal(transcriptLine{TS: time.Now().UTC(), Message: msg, Delivered: delivered})
 	if err == nil {
-		err = tr.AppendTranscript(context.Background(), name, line)
+		err = t.Transcripts().Append(context.Background(), name, line)
 	}
 	if err != nil && log != nil {
 		log.Warn("transcript", "member", name, "err", err)
@@ -680,9 +671,9 @@ func (m *Member) approveShutdown(ctx context.Context, req store.Message, reason 
 	m.queue = nil
 	m.stopAfter = true
 	m.mu.Unlock()
-	if tr, ok := m.team.(transcripter); ok && len(q) > 0 {
+	if len(q) > 0 {
 		line, _ := json.Marshal(map[string]any{"ts": time.Now().UTC(), "type": "unread_at_shutdown", "ids": ids(q)})
-		_ = tr.AppendTranscript(context.WithoutCancel(ctx), m.name, line)
+		_ = m.team.Transcripts().Append(context.WithoutCancel(ctx), m.name, line)
 	}
 	if len(q) > 0 {
 		if err := m.team.Mailbox().Ack(context.WithoutCancel(ctx), m.name, q[len(q)-1].ID); err != nil {

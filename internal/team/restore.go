@@ -10,11 +10,6 @@ import (
 	"github.com/troupe-dev/troupe/internal/store"
 )
 
-// transcriptReader is implemented by stores that can read transcripts back.
-type transcriptReader interface {
-	ReadTranscript(ctx context.Context, member string) ([]json.RawMessage, error)
-}
-
 // transcriptLine is one line of a transcript: a message of the
 // conversation (with the inbox message ids it delivered), or a marker.
 type transcriptLine struct {
@@ -27,10 +22,8 @@ type transcriptLine struct {
 // markSpawn starts a new life in member's transcript: a later restore
 // ignores what came before (a member spawned again starts afresh).
 func markSpawn(t store.Team, member string) {
-	if tr, ok := t.(transcripter); ok {
-		line, _ := json.Marshal(map[string]any{"ts": time.Now().UTC(), "type": "spawn"})
-		_ = tr.AppendTranscript(context.Background(), member, line)
-	}
+	line, _ := json.Marshal(map[string]any{"ts": time.Now().UTC(), "type": "spawn"})
+	_ = t.Transcripts().Append(context.Background(), member, line)
 }
 
 // restoreConversation rebuilds an agent's conversation from its transcript:
@@ -40,11 +33,7 @@ func markSpawn(t store.Team, member string) {
 // call gets error results for the calls that never answered, so it can be
 // sent again.
 func restoreConversation(ctx context.Context, t store.Team, member string) ([]llm.Message, map[string]bool, error) {
-	tr, ok := t.(transcriptReader)
-	if !ok {
-		return nil, nil, nil
-	}
-	lines, err := tr.ReadTranscript(ctx, member)
+	lines, err := t.Transcripts().Read(ctx, member)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -229,21 +229,21 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 	}
 	s.journal(ctx, t, "team_delete", map[string]any{"members": live, "forced": forced})
 	kept := ""
-	if ar, ok := s.cfg.Store.(archiver); ok {
-		dst, err := ar.ArchiveTeam(ctx, t.Name())
-		if err != nil {
-			return "", err
-		}
-		// The archive's name carries the time; the model is told where
-		// archives live, not which one, so that what it reads is the same
-		// in a replay.
-		kept = fmt.Sprintf(" Its journal and transcripts are kept in %s (troupe usage %s still reads them).", filepath.Dir(dst), t.Name())
-		s.mu.Lock()
-		s.archived, s.archivedTeam = dst, t.Name()
-		s.mu.Unlock()
-	} else if err := s.cfg.Store.DeleteTeam(ctx, t.Name()); err != nil {
+	a, err := s.cfg.Store.ArchiveTeam(ctx, t.Name())
+	if err != nil {
 		return "", err
 	}
+	// The archive's name carries the time; the model is told where
+	// archives live, not which one, so that what it reads is the same in a
+	// replay.
+	where := "the store's archive"
+	if a.Path != "" {
+		where = filepath.Dir(a.Path)
+	}
+	kept = fmt.Sprintf(" Its journal and transcripts are kept in %s (troupe usage %s still reads them).", where, t.Name())
+	s.mu.Lock()
+	s.archived, s.archivedTeam = a.Path, t.Name()
+	s.mu.Unlock()
 	s.dropKey(t.Name())
 	s.mu.Lock()
 	s.team = nil
@@ -251,11 +251,6 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 	s.mu.Unlock()
 	s.hookTeam("", "")
 	return fmt.Sprintf("Team %s deleted; %d teammates shut down.%s", t.Name(), len(live), kept), nil
-}
-
-// archiver is implemented by stores that keep a deleted team's state.
-type archiver interface {
-	ArchiveTeam(ctx context.Context, name string) (string, error)
 }
 
 // anyDone returns a channel closed when any running member's runtime ends.

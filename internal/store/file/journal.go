@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 
 	"github.com/troupe-dev/troupe/internal/secret"
 	"github.com/troupe-dev/troupe/internal/store"
@@ -30,7 +31,11 @@ func (j *journal) Append(ctx context.Context, e store.Event) error {
 	if err != nil {
 		return fmt.Errorf("append event %s: %w", e.Type, err)
 	}
-	return j.t.appendLocked(ctx, j.t.path("events.lock"), j.t.path("events.jsonl"), append(line, '\n'))
+	if err := j.t.appendLocked(ctx, j.t.path("events.lock"), j.t.path("events.jsonl"), append(line, '\n')); err != nil {
+		return err
+	}
+	j.t.s.hub.notify(journalKey(j.t.key))
+	return nil
 }
 
 // Read returns every event in order; malformed lines are reported and
@@ -53,9 +58,8 @@ func (j *journal) Read(ctx context.Context) ([]store.Event, error) {
 }
 
 // ReadFrom returns the complete events from byte offset off on, and the
-// offset after them: a reader that follows the journal as it grows (another
-// process's events, for a live timeline). A torn last line is left for the
-// next call.
+// offset after them. ReadAfter is the same with the offset as a cursor;
+// ReadFrom stays for callers written against it.
 func (j *journal) ReadFrom(ctx context.Context, off int64) ([]store.Event, int64, error) {
 	data, err := readFrom(j.t.path("events.jsonl"), off)
 	if err != nil {
@@ -75,6 +79,50 @@ func (j *journal) ReadFrom(ctx context.Context, off int64) ([]store.Event, int64
 	return out, next, nil
 }
 
+// ReadAfter returns the events after cursor c. The file store's cursor is
+// the byte offset of the line after the last event read: it is checked to
+// be inside the file and just after a newline, so that a cursor of another
+// journal, or of a team since deleted, fails instead of reading half a line.
+func (j *journal) ReadAfter(ctx context.Context, c store.Cursor) ([]store.Event, store.Cursor, error) {
+	var off int64
+	if c != "" {
+		n, err := strconv.ParseInt(string(c), 10, 64)
+		if err != nil || n < 0 {
+			return nil, c, fmt.Errorf("read journal of team %s after %q: %w", j.t.name, c, store.ErrInvalidCursor)
+		}
+		off = n
+	}
+	if off > 0 {
+		b, err := readRange(j.t.path("events.jsonl"), off-1, 1)
+		if err != nil {
+			return nil, c, fmt.Errorf("read journal of team %s: %w", j.t.name, err)
+		}
+		if len(b) != 1 || b[0] != '\n' {
+			return nil, c, fmt.Errorf("read journal of team %s after %q: %w: not the end of an event", j.t.name, c, store.ErrInvalidCursor)
+		}
+	}
+	evs, next, err := j.ReadFrom(ctx, off)
+	if err != nil {
+		return nil, c, err
+	}
+	if next == off {
+		return evs, c, nil
+	}
+	return evs, store.Cursor(strconv.FormatInt(next, 10)), nil
+}
+
+// Watch wakes after events are appended.
+func (j *journal) Watch(ctx context.Context) (<-chan struct{}, error) {
+	if err := j.t.s.closedErr(); err != nil {
+		return nil, err
+	}
+	key := journalKey(j.t.key)
+	ch := j.t.s.hub.subscribe(key)
+	j.t.s.watcher.watchDir(j.t.dir, true)
+	context.AfterFunc(ctx, func() { j.t.s.hub.unsubscribe(key, ch, true) })
+	return ch, nil
+}
+
 // Tail returns the last n events.
 func (j *journal) Tail(ctx context.Context, n int) ([]store.Event, error) {
 	all, err := j.Read(ctx)
@@ -85,6 +133,19 @@ func (j *journal) Tail(ctx context.Context, n int) ([]store.Event, error) {
 		all = all[len(all)-n:]
 	}
 	return all, nil
+}
+
+// transcripts are a team's transcripts/<member>.jsonl files.
+type transcripts struct{ t *Team }
+
+var _ store.Transcripts = transcripts{}
+
+func (tr transcripts) Append(ctx context.Context, member string, line json.RawMessage) error {
+	return tr.t.AppendTranscript(ctx, member, line)
+}
+
+func (tr transcripts) Read(ctx context.Context, member string) ([]json.RawMessage, error) {
+	return tr.t.ReadTranscript(ctx, member)
 }
 
 // AppendTranscript appends one JSON value as a line of member's transcript

@@ -128,7 +128,7 @@ func (mb *mailbox) send(ctx context.Context, r *store.Roster, m store.Message) (
 	if err != nil {
 		return store.Message{}, fmt.Errorf("send to %s in team %s: %w", to, mb.t.name, err)
 	}
-	mb.t.s.hub.notify(inboxKey(mb.t.name, to))
+	mb.t.s.hub.notify(inboxKey(mb.t.key, to))
 	return m, nil
 }
 
@@ -206,7 +206,7 @@ type ackAt struct {
 
 func (mb *mailbox) reader(member string) *reader {
 	s := mb.t.s
-	key := inboxKey(mb.t.name, member)
+	key := inboxKey(mb.t.key, member)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.readers[key]
@@ -297,6 +297,25 @@ func scanLines(data []byte, base int64, fn func(line []byte, end int64)) {
 		off += i + 1
 		fn(line, base+int64(off))
 	}
+}
+
+// readRange returns up to n bytes of path from off (fewer at its end; none
+// if it does not exist).
+func readRange(path string, off int64, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, n)
+	got, err := f.ReadAt(buf, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return buf[:got], nil
 }
 
 // readFrom returns the bytes of path from off to its end.
@@ -460,10 +479,10 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 		return nil, fmt.Errorf("receive: %w", err)
 	}
 	r := mb.reader(name)
-	key := inboxKey(mb.t.name, name)
+	key := inboxKey(mb.t.key, name)
 	wake := s.hub.subscribe(key)
 	defer s.hub.unsubscribe(key, wake, false)
-	s.watcher.watchDir(mb.inboxDir())
+	s.watcher.watchDir(mb.inboxDir(), false)
 	var poll *time.Timer
 	defer func() {
 		if poll != nil {
@@ -601,9 +620,9 @@ func (mb *mailbox) Watch(ctx context.Context, member string) (<-chan struct{}, e
 	if err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
 	}
-	key := inboxKey(mb.t.name, name)
+	key := inboxKey(mb.t.key, name)
 	ch := s.hub.subscribe(key)
-	s.watcher.watchDir(mb.inboxDir())
+	s.watcher.watchDir(mb.inboxDir(), true)
 	context.AfterFunc(ctx, func() { s.hub.unsubscribe(key, ch, true) })
 	return ch, nil
 }

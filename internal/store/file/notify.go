@@ -2,6 +2,8 @@ package file
 
 import (
 	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,7 +13,7 @@ import (
 )
 
 // hub wakes waiters of this process. Keys name what changed: an inbox
-// (inboxKey) or a task board (tasksKey). Channels have room for one value,
+// (inboxKey), a task board (tasksKey) or a journal (journalKey). Channels have room for one value,
 // so wake-ups coalesce and notify never blocks.
 type hub struct {
 	mu   sync.Mutex
@@ -20,6 +22,7 @@ type hub struct {
 
 func inboxKey(team, member string) string { return team + "/inbox/" + member }
 func tasksKey(team string) string         { return team + "/tasks" }
+func journalKey(team string) string       { return team + "/events" }
 
 func (h *hub) subscribe(key string) chan struct{} {
 	ch := make(chan struct{}, 1)
@@ -85,7 +88,7 @@ type watcher struct {
 
 	mu      sync.Mutex
 	fw      *fsnotify.Watcher
-	dirs    map[string]bool
+	dirs    map[string]fs.FileInfo // watched directories, as they were when added
 	polling bool
 	closed  bool
 	done    chan struct{}
@@ -94,15 +97,25 @@ type watcher struct {
 
 // watchDir makes sure changes under dir (an inbox or tasks directory of a
 // team) wake this process's waiters.
-func (w *watcher) watchDir(dir string) {
+//
+// With recheck, a directory is watched by inode: one that went away and was
+// made again under the same path (a team deleted or archived, then created
+// anew, by any process) is watched again. That costs a stat, which the
+// per-message Receive does without: its inbox is watched again by the next
+// Watch, and a deleted directory's watch is dropped on its own event.
+func (w *watcher) watchDir(dir string, recheck bool) {
+	var fi fs.FileInfo
+	if recheck {
+		fi, _ = os.Stat(dir)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed || w.dirs[dir] {
+	if old, ok := w.dirs[dir]; w.closed || ok && (!recheck || fi == nil || os.SameFile(old, fi)) {
 		return
 	}
 	if w.done == nil {
 		w.done = make(chan struct{})
-		w.dirs = make(map[string]bool)
+		w.dirs = make(map[string]fs.FileInfo)
 	}
 	if w.fw == nil && !w.polling {
 		var err error
@@ -125,7 +138,12 @@ func (w *watcher) watchDir(dir string) {
 		w.startPollLocked()
 		return
 	}
-	w.dirs[dir] = true
+	if fi == nil {
+		fi, _ = os.Stat(dir)
+	}
+	if fi != nil {
+		w.dirs[dir] = fi
+	}
 }
 
 func (w *watcher) startPollLocked() {
@@ -177,11 +195,15 @@ func (w *watcher) event(ev fsnotify.Event) {
 		return
 	}
 	parts := strings.Split(filepath.ToSlash(rel), "/")
-	if len(parts) == 2 && ev.Has(fsnotify.Remove) {
-		w.mu.Lock()
-		delete(w.dirs, ev.Name) // a watched directory went away with its team
-		w.mu.Unlock()
+	if len(parts) == 2 && parts[1] == "events.jsonl" {
+		w.hub.notify(journalKey(parts[0]))
 		return
+	}
+	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+		w.forget(ev.Name)
+		if len(parts) <= 2 {
+			return
+		}
 	}
 	if len(parts) != 3 {
 		return
@@ -195,6 +217,20 @@ func (w *watcher) event(ev fsnotify.Event) {
 	case "tasks":
 		if strings.HasSuffix(name, ".json") || name == ".intent" {
 			w.hub.notify(tasksKey(team))
+		}
+	}
+}
+
+// forget drops dir and the directories under it from the watched set: they
+// went away with their team (deleted or archived), and a team made again
+// under the name must be watched anew (fsnotify moves a watch to the new
+// directory when it is added again under the same path).
+func (w *watcher) forget(dir string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for d := range w.dirs {
+		if d == dir || strings.HasPrefix(d, dir+string(filepath.Separator)) {
+			delete(w.dirs, d)
 		}
 	}
 }

@@ -32,7 +32,7 @@ func (t *Team) ReadRoster(ctx context.Context) (store.Roster, error) {
 		return store.Roster{}, err
 	}
 	t.s.mu.Lock()
-	c := t.s.rosters[t.name]
+	c := t.s.rosters[t.key]
 	t.s.mu.Unlock()
 	if c != nil && os.SameFile(c.fi, fi) && c.fi.Size() == fi.Size() && c.fi.ModTime().Equal(fi.ModTime()) {
 		return cloneRoster(c.r), nil
@@ -42,7 +42,7 @@ func (t *Team) ReadRoster(ctx context.Context) (store.Roster, error) {
 		return store.Roster{}, err
 	}
 	t.s.mu.Lock()
-	t.s.rosters[t.name] = &rosterCache{fi: fi, r: r}
+	t.s.rosters[t.key] = &rosterCache{fi: fi, r: r}
 	t.s.mu.Unlock()
 	return cloneRoster(r), nil
 }

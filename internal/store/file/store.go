@@ -40,7 +40,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -79,6 +78,7 @@ type Store struct {
 	mu      sync.Mutex
 	readers map[string]*reader // key inboxKey(team, member)
 	rosters map[string]*rosterCache
+	parsed  taskCache
 	swept   map[string]bool // teams whose stray temporary files were removed
 	closed  bool
 	done    chan struct{}
@@ -213,8 +213,13 @@ func (s *Store) OpenTeam(name string) (*Team, error) {
 	return t, nil
 }
 
-func (s *Store) team(name string) *Team {
-	t := &Team{s: s, name: name, dir: s.teamDir(name)}
+func (s *Store) team(name string) *Team { return s.teamAt(name, s.teamDir(name), name) }
+
+// teamAt is a team whose state is in dir; key names it in this process's
+// caches and wake-ups (the name for a live team, something no team name can
+// be for an archive).
+func (s *Store) teamAt(name, dir, key string) *Team {
+	t := &Team{s: s, name: name, dir: dir, key: key}
 	t.tasks = &tasks{t: t}
 	t.mailbox = &mailbox{t: t}
 	t.journal = &journal{t: t}
@@ -289,33 +294,43 @@ func (s *Store) DeleteTeam(ctx context.Context, name string) error {
 	}
 	delete(s.rosters, n)
 	s.mu.Unlock()
+	s.parsed.forgetTeam(n)
+	s.watcher.forget(dir) // a team made again under the name is watched anew
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("delete team %s: %w", n, err)
 	}
 	return syncDir(s.teamsDir)
 }
 
+// archiveStamp is the time in an archive's directory name; it has no "-",
+// so the last "-" of the name ends the team's name.
+const archiveStamp = "20060102T150405.000000000Z"
+
+func (s *Store) archiveDir() string { return filepath.Join(s.dir, "archive") }
+
 // ArchiveTeam ends a team like DeleteTeam but keeps its state: the team's
 // directory moves to archive/<name>-<time>/ under the state directory, so
 // its journal (usage, decisions) and transcripts stay readable after the
-// team is gone. It returns the archive's path.
-func (s *Store) ArchiveTeam(ctx context.Context, name string) (string, error) {
+// team is gone.
+func (s *Store) ArchiveTeam(ctx context.Context, name string) (store.Archive, error) {
 	n, err := store.NormalizeName(name)
 	if err != nil {
-		return "", fmt.Errorf("archive team: %w", err)
+		return store.Archive{}, fmt.Errorf("archive team: %w", err)
 	}
 	dir := s.teamDir(n)
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("archive team %s: %w", n, store.ErrTeamNotFound)
+			return store.Archive{}, fmt.Errorf("archive team %s: %w", n, store.ErrTeamNotFound)
 		}
-		return "", fmt.Errorf("archive team %s: %w", n, err)
+		return store.Archive{}, fmt.Errorf("archive team %s: %w", n, err)
 	}
-	archive := filepath.Join(filepath.Dir(s.teamsDir), "archive")
+	archive := s.archiveDir()
 	if err := os.MkdirAll(archive, 0o755); err != nil {
-		return "", fmt.Errorf("archive team %s: %w", n, err)
+		return store.Archive{}, fmt.Errorf("archive team %s: %w", n, err)
 	}
-	dst := filepath.Join(archive, n+"-"+s.opts.Now().UTC().Format("20060102T150405.000000000Z"))
+	at := s.opts.Now().UTC()
+	id := n + "-" + at.Format(archiveStamp)
+	dst := filepath.Join(archive, id)
 	s.mu.Lock()
 	for k := range s.readers {
 		if len(k) > len(n) && k[:len(n)+1] == n+"/" {
@@ -324,23 +339,80 @@ func (s *Store) ArchiveTeam(ctx context.Context, name string) (string, error) {
 	}
 	delete(s.rosters, n)
 	s.mu.Unlock()
+	s.parsed.forgetTeam(n)
+	s.watcher.forget(dir) // a team made again under the name is watched anew
 	if err := os.Rename(dir, dst); err != nil {
-		return "", fmt.Errorf("archive team %s: %w", n, err)
+		return store.Archive{}, fmt.Errorf("archive team %s: %w", n, err)
 	}
 	if err := syncDir(s.teamsDir); err != nil {
-		return "", err
+		return store.Archive{}, err
 	}
-	return dst, syncDir(archive)
+	at, _ = time.Parse(archiveStamp, at.Format(archiveStamp)) // as Archives reads it back
+	return store.Archive{ID: id, Team: n, ArchivedAt: at, Path: dst}, syncDir(archive)
 }
 
-// Archived returns the archived copies of team name, oldest first.
+// parseArchiveID splits an archive's id into the team's name and the time.
+func parseArchiveID(id string) (string, time.Time, bool) {
+	i := strings.LastIndexByte(id, '-')
+	if i <= 0 || !store.NamePattern.MatchString(id[:i]) {
+		return "", time.Time{}, false
+	}
+	at, err := time.Parse(archiveStamp, id[i+1:])
+	if err != nil || at.Format(archiveStamp) != id[i+1:] {
+		return "", time.Time{}, false
+	}
+	return id[:i], at, true
+}
+
+// Archives returns the archives of team name, oldest first.
+func (s *Store) Archives(ctx context.Context, name string) ([]store.Archive, error) {
+	n, err := store.NormalizeName(name)
+	if err != nil {
+		return nil, fmt.Errorf("archives: %w", err)
+	}
+	ents, err := os.ReadDir(s.archiveDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return []store.Archive{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("archives of team %s: %w", n, err)
+	}
+	out := []store.Archive{}
+	for _, e := range ents {
+		team, at, ok := parseArchiveID(e.Name())
+		if !ok || team != n || !e.IsDir() {
+			continue
+		}
+		out = append(out, store.Archive{ID: e.Name(), Team: team, ArchivedAt: at, Path: filepath.Join(s.archiveDir(), e.Name())})
+	}
+	slices.SortFunc(out, func(a, b store.Archive) int { return a.ArchivedAt.Compare(b.ArchivedAt) })
+	return out, nil
+}
+
+// OpenArchive opens an archived team, to read.
+func (s *Store) OpenArchive(ctx context.Context, id string) (store.Team, error) {
+	name, _, ok := parseArchiveID(id)
+	if !ok {
+		return nil, fmt.Errorf("archive %q: %w", id, store.ErrArchiveNotFound)
+	}
+	dir := filepath.Join(s.archiveDir(), id)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("archive %s: %w", id, store.ErrArchiveNotFound)
+	}
+	return s.teamAt(name, dir, "@archive/"+id), nil
+}
+
+// Archived returns the directories of team name's archives, oldest first.
 func (s *Store) Archived(name string) ([]string, error) {
-	matches, err := filepath.Glob(filepath.Join(filepath.Dir(s.teamsDir), "archive", name+"-*"))
+	as, err := s.Archives(context.Background(), name)
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(matches)
-	return matches, nil
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.Path
+	}
+	return out, nil
 }
 
 // Team is one team of a file store.
@@ -348,6 +420,7 @@ type Team struct {
 	s       *Store
 	name    string
 	dir     string
+	key     string // in caches and wake-ups: the name, or an archive's
 	tasks   *tasks
 	mailbox *mailbox
 	journal *journal
@@ -355,10 +428,13 @@ type Team struct {
 
 var _ store.Team = (*Team)(nil)
 
-func (t *Team) Name() string            { return t.name }
-func (t *Team) Tasks() store.Tasks      { return t.tasks }
-func (t *Team) Mailbox() store.Mailbox  { return t.mailbox }
-func (t *Team) Journal() store.Journal  { return t.journal }
+func (t *Team) Name() string           { return t.name }
+func (t *Team) Tasks() store.Tasks     { return t.tasks }
+func (t *Team) Mailbox() store.Mailbox { return t.mailbox }
+func (t *Team) Journal() store.Journal { return t.journal }
+func (t *Team) Transcripts() store.Transcripts {
+	return transcripts{t}
+}
 func (t *Team) path(p ...string) string { return filepath.Join(append([]string{t.dir}, p...)...) }
 
 // closedErr reports whether the store was closed.

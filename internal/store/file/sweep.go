@@ -32,8 +32,8 @@ func (s *Store) sweepTemps(t *Team) {
 	if s.swept == nil {
 		s.swept = make(map[string]bool)
 	}
-	done := s.swept[t.name]
-	s.swept[t.name] = true
+	done := s.swept[t.key]
+	s.swept[t.key] = true
 	s.mu.Unlock()
 	if done {
 		return

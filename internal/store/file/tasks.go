@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -40,6 +41,7 @@ type tx struct {
 	dirty   []string
 	removed []string
 	extra   []string // ids an unfinished intent creates (lock-free reads)
+	hwm     string   // the id NextID gave out, written at commit
 }
 
 // do runs fn under the board lock and commits what it changed.
@@ -141,6 +143,7 @@ func (b *tasks) apply(in *intent) error {
 		}
 	}
 	for _, id := range in.Remove {
+		b.t.s.parsed.drop(taskKey(b.t.key, id))
 		if err := os.Remove(b.file(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove task %s: %w", id, err)
 		}
@@ -154,6 +157,11 @@ func (b *tasks) apply(in *intent) error {
 func (x *tx) commit() error {
 	if len(x.dirty) == 0 && len(x.removed) == 0 {
 		return nil
+	}
+	if x.hwm != "" {
+		if err := writeFileAtomic(x.b.t.path("tasks", ".highwatermark"), []byte(x.hwm+"\n")); err != nil {
+			return fmt.Errorf("task board of team %s: %w", x.b.t.name, err)
+		}
 	}
 	var in intent
 	for _, id := range x.dirty {
@@ -183,65 +191,145 @@ func (x *tx) commit() error {
 			return err
 		}
 	}
-	x.b.t.s.hub.notify(tasksKey(x.b.t.name))
+	x.b.t.s.hub.notify(tasksKey(x.b.t.key))
 	return nil
 }
 
-// get returns the task (a pointer into the cache that the caller may change
-// and then mark with put).
-func (x *tx) get(id string) (*store.Task, error) {
+var _ store.BoardTx = (*tx)(nil)
+
+// Get returns a task as this transaction sees it.
+func (x *tx) Get(id string) (store.Task, error) {
 	if t, ok := x.cache[id]; ok {
 		if t == nil {
-			return nil, fmt.Errorf("task %s: %w", id, store.ErrTaskNotFound)
+			return store.Task{}, fmt.Errorf("task %s: %w", id, store.ErrTaskNotFound)
 		}
-		return t, nil
+		return *t, nil
 	}
 	t, err := x.b.read(id)
 	if errors.Is(err, store.ErrTaskNotFound) {
 		x.cache[id] = nil
 	}
 	if err != nil {
-		return nil, err
+		return store.Task{}, err
 	}
 	x.cache[id] = &t
-	return &t, nil
+	return t, nil
 }
 
-func (x *tx) put(t *store.Task) {
-	x.cache[t.ID] = t
+// Put records t to be written at commit.
+func (x *tx) Put(t store.Task) {
+	x.cache[t.ID] = &t
 	if !slices.Contains(x.dirty, t.ID) {
 		x.dirty = append(x.dirty, t.ID)
 	}
 }
 
-func (x *tx) remove(id string) {
+// Remove records task id to be removed at commit.
+func (x *tx) Remove(id string) {
 	x.cache[id] = nil
 	x.dirty = slices.DeleteFunc(x.dirty, func(d string) bool { return d == id })
 	x.removed = append(x.removed, id)
 }
 
-// read loads one task file.
+// IDs returns the ids of the board's task files, and of the tasks this
+// transaction (or an unfinished intent) adds, in numeric order.
+func (x *tx) IDs() ([]string, error) {
+	ids, err := x.b.ids()
+	if err != nil {
+		return nil, err
+	}
+	added := false
+	for _, id := range append(slices.Clip(x.extra), x.dirty...) {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+			added = true
+		}
+	}
+	if added {
+		slices.SortFunc(ids, store.CompareTaskIDs)
+	}
+	return ids, nil
+}
+
+// NextID returns one past the highest id of the task files and of
+// tasks/.highwatermark, which keeps the highest id ever given out (so that
+// a deleted task's id is not given again); commit writes it.
+func (x *tx) NextID() (string, error) {
+	ids, err := x.IDs()
+	if err != nil {
+		return "", err
+	}
+	var next uint64
+	if len(ids) > 0 {
+		next = store.TaskNum(ids[len(ids)-1])
+	}
+	if data, err := os.ReadFile(x.b.t.path("tasks", ".highwatermark")); err == nil {
+		if n, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 63); err == nil && n > next {
+			next = n
+		}
+	}
+	if n := store.TaskNum(x.hwm); n > next {
+		next = n
+	}
+	next++
+	x.hwm = strconv.FormatUint(next, 10)
+	return x.hwm, nil
+}
+
+// read loads one task file, or its cached parse if the file has not
+// changed since.
 func (b *tasks) read(id string) (store.Task, error) {
 	if !store.ValidTaskID(id) {
 		return store.Task{}, fmt.Errorf("task %q: %w", id, store.ErrTaskNotFound)
 	}
-	data, err := os.ReadFile(b.file(id))
+	path := b.file(id)
+	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return store.Task{}, fmt.Errorf("task %s: %w", id, store.ErrTaskNotFound)
 	}
 	if err != nil {
 		return store.Task{}, err
 	}
-	t, err := store.ParseTask(data)
-	if err != nil {
-		return store.Task{}, fmt.Errorf("task file %s: %w", b.file(id), err)
-	}
-	if t.ID != id {
-		return store.Task{}, fmt.Errorf("task file %s: %w: holds id %s", b.file(id), store.ErrInvalidTask, t.ID)
+	key := taskKey(b.t.key, id)
+	t, ok := b.t.s.parsed.get(key, fi)
+	if !ok {
+		if t, err = b.parse(path, id, key); err != nil {
+			return store.Task{}, err
+		}
 	}
 	if t.Status == store.TaskDeleted {
 		return store.Task{}, fmt.Errorf("task %s: %w", id, store.ErrTaskNotFound)
 	}
+	return t, nil
+}
+
+// parse reads and parses task file path, and caches the result under the
+// version of the file it was read from.
+func (b *tasks) parse(path, id, key string) (store.Task, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return store.Task{}, fmt.Errorf("task %s: %w", id, store.ErrTaskNotFound)
+	}
+	if err != nil {
+		return store.Task{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return store.Task{}, err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return store.Task{}, err
+	}
+	t, err := store.ParseTask(data)
+	if err != nil {
+		return store.Task{}, fmt.Errorf("task file %s: %w", path, err)
+	}
+	if t.ID != id {
+		return store.Task{}, fmt.Errorf("task file %s: %w: holds id %s", path, store.ErrInvalidTask, t.ID)
+	}
+	b.t.s.parsed.put(key, fi, t)
 	return t, nil
 }
 
@@ -260,26 +348,14 @@ func (b *tasks) ids() ([]string, error) {
 			ids = append(ids, id)
 		}
 	}
-	slices.SortFunc(ids, compareIDs)
+	slices.SortFunc(ids, store.CompareTaskIDs)
 	return ids, nil
-}
-
-// compareIDs orders task ids by their numeric value.
-func compareIDs(a, b string) int {
-	na, nb := store.TaskNum(a), store.TaskNum(b)
-	switch {
-	case na < nb:
-		return -1
-	case na > nb:
-		return 1
-	}
-	return 0
 }
 
 // all returns every readable task of the board in id order, through the
 // transaction's cache; unreadable files are logged and skipped (Board
 // reports them).
-func (x *tx) all() ([]*store.Task, error) {
+func (x *tx) all() ([]store.Task, error) {
 	out, bad, err := x.scan()
 	for _, c := range bad {
 		x.b.t.s.opts.Logger.Warn("skipping unreadable task", "team", x.b.t.name, "id", c.ID, "file", c.Path, "err", c.Err)
@@ -289,7 +365,7 @@ func (x *tx) all() ([]*store.Task, error) {
 
 // scan returns every readable task of the board in id order, and the task
 // files that cannot be read.
-func (x *tx) scan() ([]*store.Task, []store.Corrupt, error) {
+func (x *tx) scan() ([]store.Task, []store.Corrupt, error) {
 	ids, err := x.b.ids()
 	if err != nil {
 		return nil, nil, err
@@ -299,11 +375,11 @@ func (x *tx) scan() ([]*store.Task, []store.Corrupt, error) {
 			ids = append(ids, id)
 		}
 	}
-	slices.SortFunc(ids, compareIDs)
-	out := make([]*store.Task, 0, len(ids))
+	slices.SortFunc(ids, store.CompareTaskIDs)
+	out := make([]store.Task, 0, len(ids))
 	var bad []store.Corrupt
 	for _, id := range ids {
-		t, err := x.get(id)
+		t, err := x.Get(id)
 		if errors.Is(err, store.ErrTaskNotFound) {
 			continue
 		}
@@ -330,49 +406,8 @@ func corruptReason(err error, path string) string {
 // Create adds a task with the next id.
 func (b *tasks) Create(ctx context.Context, t store.Task) (store.Task, error) {
 	var out store.Task
-	err := b.do(ctx, func(x *tx) error {
-		ids, err := b.ids()
-		if err != nil {
-			return err
-		}
-		var next uint64
-		if len(ids) > 0 {
-			next = store.TaskNum(ids[len(ids)-1])
-		}
-		hwmPath := b.t.path("tasks", ".highwatermark")
-		if data, err := os.ReadFile(hwmPath); err == nil {
-			if n, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 63); err == nil && n > next {
-				next = n
-			}
-		}
-		next++
-		id := strconv.FormatUint(next, 10)
-		now := b.t.s.opts.Now().UTC()
-		base := store.Task{
-			ID: id, Subject: t.Subject, Description: t.Description, ActiveForm: t.ActiveForm,
-			Status: store.TaskPending, Owner: t.Owner, BlockedBy: []string{}, Blocks: []string{},
-			Metadata: t.Metadata, CreatedAt: now, UpdatedAt: now,
-		}
-		if base.Metadata == nil {
-			base.Metadata = map[string]any{}
-		}
-		if err := store.ValidateTask(&base); err != nil {
-			return err
-		}
-		if err := writeFileAtomic(hwmPath, []byte(id+"\n")); err != nil {
-			return err
-		}
-		x.put(&base)
-		want := t
-		if want.Status == "" {
-			want.Status = store.TaskPending
-		}
-		out, err = x.change(&base, func(n *store.Task) error {
-			n.Status = want.Status
-			n.BlockedBy = slices.Clone(want.BlockedBy)
-			n.Blocks = slices.Clone(want.Blocks)
-			return nil
-		})
+	err := b.do(ctx, func(x *tx) (err error) {
+		out, err = store.CreateTask(x, t, b.t.s.opts.Now())
 		return err
 	})
 	if err != nil {
@@ -384,51 +419,41 @@ func (b *tasks) Create(ctx context.Context, t store.Task) (store.Task, error) {
 // Get returns one task.
 func (b *tasks) Get(ctx context.Context, id string) (store.Task, error) {
 	var out store.Task
-	err := b.view(ctx, func(x *tx) error {
-		t, err := x.get(id)
-		if err != nil {
-			return err
-		}
-		out = cloneTask(t)
-		return nil
+	err := b.view(ctx, func(x *tx) (err error) {
+		out, err = x.Get(id)
+		return err
 	})
-	return out, err
+	if err != nil {
+		return store.Task{}, err
+	}
+	return emptyLists(out), nil
 }
 
 // List returns every task in id order.
 func (b *tasks) List(ctx context.Context) ([]store.Task, error) {
 	var out []store.Task
-	err := b.view(ctx, func(x *tx) error {
-		all, err := x.all()
-		if err != nil {
-			return err
-		}
-		out = make([]store.Task, len(all))
-		for i, t := range all {
-			out[i] = cloneTask(t)
-		}
-		return nil
+	err := b.view(ctx, func(x *tx) (err error) {
+		out, err = x.all()
+		return err
 	})
+	for i := range out {
+		out[i] = emptyLists(out[i])
+	}
 	return out, err
 }
 
 // Board returns the readable tasks and the corrupt ones, in id order.
 func (b *tasks) Board(ctx context.Context) (store.Board, error) {
 	var out store.Board
-	err := b.view(ctx, func(x *tx) error {
-		all, bad, err := x.scan()
-		if err != nil {
-			return err
-		}
-		out.Tasks = make([]store.Task, len(all))
-		for i, t := range all {
-			out.Tasks[i] = cloneTask(t)
-		}
-		out.Corrupt = bad
-		return nil
+	err := b.view(ctx, func(x *tx) (err error) {
+		out.Tasks, out.Corrupt, err = x.scan()
+		return err
 	})
 	if err != nil {
 		return store.Board{}, fmt.Errorf("task board of team %s: %w", b.t.name, err)
+	}
+	for i := range out.Tasks {
+		out.Tasks[i] = emptyLists(out.Tasks[i])
 	}
 	return out, nil
 }
@@ -436,12 +461,8 @@ func (b *tasks) Board(ctx context.Context) (store.Board, error) {
 // Update applies fn to task id atomically.
 func (b *tasks) Update(ctx context.Context, id string, fn func(*store.Task) error) (store.Task, error) {
 	var out store.Task
-	err := b.do(ctx, func(x *tx) error {
-		cur, err := x.get(id)
-		if err != nil {
-			return err
-		}
-		out, err = x.change(cur, fn)
+	err := b.do(ctx, func(x *tx) (err error) {
+		out, err = store.UpdateTask(x, id, fn, b.t.s.opts.Now())
 		return err
 	})
 	if err != nil {
@@ -450,148 +471,12 @@ func (b *tasks) Update(ctx context.Context, id string, fn func(*store.Task) erro
 	return out, nil
 }
 
-// change applies fn to a copy of cur and mirrors the dependency changes.
-func (x *tx) change(cur *store.Task, fn func(*store.Task) error) (store.Task, error) {
-	next := cloneTask(cur)
-	if err := fn(&next); err != nil {
-		return store.Task{}, err
-	}
-	next.ID, next.CreatedAt = cur.ID, cur.CreatedAt
-	next.BlockedBy = sortedIDs(next.BlockedBy)
-	next.Blocks = sortedIDs(next.Blocks)
-	if next.Metadata == nil {
-		next.Metadata = map[string]any{}
-	}
-	if err := store.ValidateTask(&next); err != nil {
-		return store.Task{}, err
-	}
-	next.UpdatedAt = x.b.t.s.opts.Now().UTC()
-	id := next.ID
-
-	if next.Status == store.TaskDeleted {
-		for _, d := range cur.BlockedBy {
-			if dt, err := x.get(d); err == nil {
-				dt.Blocks = without(dt.Blocks, id)
-				x.put(dt)
-			}
-		}
-		for _, d := range cur.Blocks {
-			if dt, err := x.get(d); err == nil {
-				dt.BlockedBy = without(dt.BlockedBy, id)
-				x.put(dt)
-			}
-		}
-		x.remove(id)
-		next.BlockedBy, next.Blocks = []string{}, []string{}
-		return next, nil
-	}
-
-	added := false
-	for _, d := range minus(next.BlockedBy, cur.BlockedBy) {
-		dt, err := x.get(d)
-		if err != nil {
-			return store.Task{}, fmt.Errorf("blocked by: %w", err)
-		}
-		if dt.Status == store.TaskCompleted {
-			next.BlockedBy = without(next.BlockedBy, d) // already done
-			continue
-		}
-		dt.Blocks = sortedIDs(append(dt.Blocks, id))
-		x.put(dt)
-		added = true
-	}
-	for _, d := range minus(cur.BlockedBy, next.BlockedBy) {
-		if dt, err := x.get(d); err == nil {
-			dt.Blocks = without(dt.Blocks, id)
-			x.put(dt)
-		}
-	}
-	for _, d := range minus(next.Blocks, cur.Blocks) {
-		dt, err := x.get(d)
-		if err != nil {
-			return store.Task{}, fmt.Errorf("blocks: %w", err)
-		}
-		if next.Status == store.TaskCompleted {
-			next.Blocks = without(next.Blocks, d)
-			continue
-		}
-		dt.BlockedBy = sortedIDs(append(dt.BlockedBy, id))
-		x.put(dt)
-		added = true
-	}
-	for _, d := range minus(cur.Blocks, next.Blocks) {
-		if dt, err := x.get(d); err == nil {
-			dt.BlockedBy = without(dt.BlockedBy, id)
-			x.put(dt)
-		}
-	}
-	if next.Status == store.TaskCompleted {
-		for _, d := range next.Blocks {
-			if dt, err := x.get(d); err == nil {
-				dt.BlockedBy = without(dt.BlockedBy, id)
-				x.put(dt)
-			}
-		}
-		next.Blocks = []string{}
-	}
-	nt := next
-	x.put(&nt)
-	if added {
-		if err := x.checkCycle(id); err != nil {
-			return store.Task{}, err
-		}
-	}
-	return cloneTask(&nt), nil
-}
-
-// checkCycle reports whether id can reach itself through blocked_by. Only
-// edges touching id were added, so any new cycle passes through it.
-func (x *tx) checkCycle(id string) error {
-	seen := map[string]bool{}
-	var visit func(string) bool
-	visit = func(n string) bool {
-		t, err := x.get(n)
-		if err != nil {
-			return false
-		}
-		for _, d := range t.BlockedBy {
-			if d == id {
-				return true
-			}
-			if !seen[d] {
-				seen[d] = true
-				if visit(d) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	if visit(id) {
-		return fmt.Errorf("%w through task %s", store.ErrCycle, id)
-	}
-	return nil
-}
-
 // Claim sets owner on task id if it is claimable.
 func (b *tasks) Claim(ctx context.Context, id, owner string) (store.Task, error) {
-	if owner == "" {
-		return store.Task{}, fmt.Errorf("claim task %s: %w: no owner", id, store.ErrInvalidName)
-	}
 	var out store.Task
-	err := b.do(ctx, func(x *tx) error {
-		t, err := x.get(id)
-		if err != nil {
-			return err
-		}
-		if err := t.Claimable(); err != nil {
-			if t.Owner != "" {
-				return fmt.Errorf("%w (owner %s)", err, t.Owner)
-			}
-			return err
-		}
-		out = x.claim(t, owner)
-		return nil
+	err := b.do(ctx, func(x *tx) (err error) {
+		out, err = store.ClaimTask(x, id, owner, b.t.s.opts.Now())
+		return err
 	})
 	if err != nil {
 		return store.Task{}, fmt.Errorf("claim task %s: %w", id, err)
@@ -599,34 +484,12 @@ func (b *tasks) Claim(ctx context.Context, id, owner string) (store.Task, error)
 	return out, nil
 }
 
-func (x *tx) claim(t *store.Task, owner string) store.Task {
-	t.Owner = owner
-	t.Status = store.TaskInProgress
-	t.UpdatedAt = x.b.t.s.opts.Now().UTC()
-	x.put(t)
-	return cloneTask(t)
-}
-
 // ClaimNext claims the claimable task with the lowest id.
 func (b *tasks) ClaimNext(ctx context.Context, owner string) (store.Task, error) {
-	if owner == "" {
-		return store.Task{}, fmt.Errorf("claim: %w: no owner", store.ErrInvalidName)
-	}
 	var out store.Task
-	err := b.do(ctx, func(x *tx) error {
-		ids, err := b.ids()
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			t, err := x.get(id)
-			if err != nil || t.Claimable() != nil {
-				continue
-			}
-			out = x.claim(t, owner)
-			return nil
-		}
-		return store.ErrNoTask
+	err := b.do(ctx, func(x *tx) (err error) {
+		out, err = store.ClaimNextTask(x, owner, b.t.s.opts.Now())
+		return err
 	})
 	if err != nil {
 		return store.Task{}, fmt.Errorf("claim: %w", err)
@@ -639,69 +502,22 @@ func (b *tasks) Watch(ctx context.Context) (<-chan struct{}, error) {
 	if err := b.t.s.closedErr(); err != nil {
 		return nil, err
 	}
-	key := tasksKey(b.t.name)
+	key := tasksKey(b.t.key)
 	ch := b.t.s.hub.subscribe(key)
-	b.t.s.watcher.watchDir(b.dir())
+	b.t.s.watcher.watchDir(b.dir(), true)
 	context.AfterFunc(ctx, func() { b.t.s.hub.unsubscribe(key, ch, true) })
 	return ch, nil
 }
 
-func cloneTask(t *store.Task) store.Task {
-	c := *t
-	c.BlockedBy = slices.Clone(t.BlockedBy)
-	c.Blocks = slices.Clone(t.Blocks)
-	if c.BlockedBy == nil {
-		c.BlockedBy = []string{}
+// emptyLists returns t with nil dependency lists as empty ones. The tasks a
+// transaction read are its own (it parsed them), so they are handed out
+// without a copy.
+func emptyLists(t store.Task) store.Task {
+	if t.BlockedBy == nil {
+		t.BlockedBy = []string{}
 	}
-	if c.Blocks == nil {
-		c.Blocks = []string{}
+	if t.Blocks == nil {
+		t.Blocks = []string{}
 	}
-	if t.Metadata != nil {
-		// Metadata values are JSON values; a round trip is a deep copy.
-		if data, err := json.Marshal(t.Metadata); err == nil {
-			var m map[string]any
-			if json.Unmarshal(data, &m) == nil {
-				c.Metadata = m
-			}
-		}
-	}
-	return c
-}
-
-func sortedIDs(ids []string) []string {
-	out := slices.Clone(ids)
-	slices.SortFunc(out, func(a, b string) int {
-		na, nb := store.TaskNum(a), store.TaskNum(b)
-		if na != nb {
-			if na < nb {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
-	out = slices.Compact(out)
-	if out == nil {
-		out = []string{}
-	}
-	return out
-}
-
-func without(ids []string, id string) []string {
-	out := slices.DeleteFunc(slices.Clone(ids), func(d string) bool { return d == id })
-	if out == nil {
-		out = []string{}
-	}
-	return out
-}
-
-// minus returns the ids in a that are not in b.
-func minus(a, b []string) []string {
-	var out []string
-	for _, id := range a {
-		if !slices.Contains(b, id) {
-			out = append(out, id)
-		}
-	}
-	return out
+	return t
 }

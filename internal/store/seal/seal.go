@@ -183,7 +183,8 @@ type Options struct {
 }
 
 // Team returns t with a mailbox that signs and verifies under key. Other
-// parts of t are passed through, and so are a store's transcript methods.
+// parts of t (board, journal, transcripts) are passed through: they are not
+// mail, and only the team's own runtime writes them.
 func Team(t store.Team, key []byte, opts Options) store.Team {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -191,11 +192,7 @@ func Team(t store.Team, key []byte, opts Options) store.Team {
 	if opts.NewID == nil {
 		opts.NewID = store.NewID
 	}
-	s := &team{Team: t, mb: &mailbox{inner: t.Mailbox(), team: t, key: append([]byte(nil), key...), opts: opts, readers: map[string]*reader{}}}
-	if tr, ok := t.(transcripts); ok {
-		return &transcriptTeam{team: s, tr: tr}
-	}
-	return s
+	return &team{Team: t, mb: &mailbox{inner: t.Mailbox(), team: t, key: append([]byte(nil), key...), opts: opts, readers: map[string]*reader{}}}
 }
 
 // Unwrap returns the team a sealed team wraps (t itself otherwise).
@@ -214,23 +211,18 @@ type team struct {
 func (t *team) Mailbox() store.Mailbox { return t.mb }
 func (t *team) Unwrap() store.Team     { return t.Team }
 
-// transcripts is what the file store's teams add to store.Team.
-type transcripts interface {
-	AppendTranscript(ctx context.Context, member string, line json.RawMessage) error
-	ReadTranscript(ctx context.Context, member string) ([]json.RawMessage, error)
+// AppendTranscript is Transcripts().Append.
+//
+// Deprecated: use Transcripts; kept for callers that asserted it.
+func (t *team) AppendTranscript(ctx context.Context, member string, line json.RawMessage) error {
+	return t.Transcripts().Append(ctx, member, line)
 }
 
-type transcriptTeam struct {
-	*team
-	tr transcripts
-}
-
-func (t *transcriptTeam) AppendTranscript(ctx context.Context, member string, line json.RawMessage) error {
-	return t.tr.AppendTranscript(ctx, member, line)
-}
-
-func (t *transcriptTeam) ReadTranscript(ctx context.Context, member string) ([]json.RawMessage, error) {
-	return t.tr.ReadTranscript(ctx, member)
+// ReadTranscript is Transcripts().Read.
+//
+// Deprecated: use Transcripts; kept for callers that asserted it.
+func (t *team) ReadTranscript(ctx context.Context, member string) ([]json.RawMessage, error) {
+	return t.Transcripts().Read(ctx, member)
 }
 
 type mailbox struct {

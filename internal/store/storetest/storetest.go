@@ -1,6 +1,9 @@
 // Package storetest is the conformance suite of store implementations: every
 // rule of the store interfaces as a test that any implementation (the file
-// store now, a distributed one later) must pass, under -race.
+// store now, a distributed one later) must pass, under -race: teams and
+// rosters, the board's dependency and claim rules (also under concurrent
+// clients), inboxes, the journal read from cursors that outlive their
+// client, transcripts, and archives.
 package storetest
 
 import (
@@ -53,8 +56,12 @@ func RunWith(t *testing.T, newBackend Factory, opts Options) {
 		{"Teams", teamTests},
 		{"Roster", rosterTests},
 		{"Tasks", taskTests},
+		{"BoardConcurrency", boardConcurrencyTests},
 		{"Mailbox", mailboxTests},
 		{"Journal", journalTests},
+		{"JournalCursor", journalCursorTests},
+		{"Transcripts", transcriptTests},
+		{"Archives", archiveTests},
 		{"Damage", damageTests(opts.Damage)},
 	}
 	for _, g := range groups {
@@ -508,6 +515,25 @@ var taskTests = map[string]func(*testing.T, Factory){
 			if w := wins[tk.ID]; len(w) != 1 || w[0] != tk.Owner {
 				t.Errorf("task %s: winners %v, owner %q", tk.ID, w, tk.Owner)
 			}
+		}
+	},
+	"HandedOutTasksAreCopies": func(t *testing.T, f Factory) {
+		_, s := open(t, f)
+		ctx := ctxFor(t)
+		tasks := newTeam(t, s).Tasks()
+		createN(t, tasks, 1)
+		must[store.Task](t)(tasks.Create(ctx, store.Task{Subject: "b", BlockedBy: []string{"1"}, Metadata: map[string]any{"tags": []any{"x"}, "m": map[string]any{"k": "v"}}}))
+		want := must[store.Task](t)(tasks.Get(ctx, "2"))
+		for range 2 { // the second time from what a backend may have kept of the first
+			for _, got := range []store.Task{must[store.Task](t)(tasks.Get(ctx, "2")), must[[]store.Task](t)(tasks.List(ctx))[1]} {
+				got.BlockedBy[0] = "99"
+				got.Metadata["tags"].([]any)[0] = "changed"
+				got.Metadata["m"].(map[string]any)["k"] = "changed"
+				got.Metadata["new"] = true
+			}
+		}
+		if diff := cmp.Diff(want, must[store.Task](t)(tasks.Get(ctx, "2"))); diff != "" {
+			t.Errorf("changing handed-out tasks changed the board (-want +got):\n%s", diff)
 		}
 	},
 	"BoardIsListWhenNothingIsBroken": func(t *testing.T, f Factory) {
