@@ -130,6 +130,12 @@ type (
 	}
 )
 
+// set reports whether the script fixed any usage figure: then the rule's
+// usage is the script's, not the prompt cache simulation's.
+func (u usageSpec) set() bool {
+	return u.InputTokens != nil || u.OutputTokens != nil || u.CacheReadInputTokens != nil || u.CacheCreationInputTokens != nil
+}
+
 var (
 	toolNameRE  = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 	stopReasons = map[string]bool{
