@@ -180,7 +180,9 @@ func TestPromptCache(t *testing.T) {
 		}
 		return r
 	}
-	only := func(ttl string) cacheReq { return cacheReq{system: []map[string]any{text(sys, ttl)}, turns: []map[string]any{text("hi", "")}} }
+	only := func(ttl string) cacheReq {
+		return cacheReq{system: []map[string]any{text(sys, ttl)}, turns: []map[string]any{text("hi", "")}}
+	}
 	tests := []struct {
 		name  string
 		opt   fakeapi.Options
