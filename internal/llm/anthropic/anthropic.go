@@ -254,10 +254,11 @@ func (r *reply) response(msg *sdk.Message) *llm.Response {
 		Model:      string(msg.Model),
 		StopReason: llm.StopReason(msg.StopReason),
 		Usage: llm.Usage{
-			InputTokens:      msg.Usage.InputTokens,
-			OutputTokens:     msg.Usage.OutputTokens,
-			CacheReadTokens:  msg.Usage.CacheReadInputTokens,
-			CacheWriteTokens: msg.Usage.CacheCreationInputTokens,
+			InputTokens:        msg.Usage.InputTokens,
+			OutputTokens:       msg.Usage.OutputTokens,
+			CacheReadTokens:    msg.Usage.CacheReadInputTokens,
+			CacheWriteTokens:   msg.Usage.CacheCreationInputTokens,
+			CacheWrite1hTokens: msg.Usage.CacheCreation.Ephemeral1hInputTokens,
 		},
 		Message: llm.Message{Role: llm.RoleAssistant},
 	}
@@ -368,9 +369,18 @@ func apiMessage(raw string) string {
 	return strings.TrimSpace(raw)
 }
 
-// buildParams translates a request, marking the cache breakpoints: the last
-// tool (caches every tool), the system prompt, and the last block of the
-// latest turn (caches the conversation so far for the next call).
+// buildParams translates a request, marking the cache breakpoints in the
+// order the cache reads a request (tools, system, messages):
+//   - the last tool: the tools alone, shared by every agent offered them;
+//   - the system prompt (req.System): tools and system, shared byte for
+//     byte by the agents of one role; req.SystemTail (who the agent is)
+//     follows as a second block, outside that prefix;
+//   - the last block of the latest turn: the whole conversation so far,
+//     which the next call reads and extends.
+//
+// With req.CacheTTL 1h every breakpoint asks for the hour: the API wants
+// longer lifetimes before shorter ones, and a shared prefix kept an hour
+// costs its one writer the same.
 func buildParams(req *llm.Request) (sdk.MessageNewParams, error) {
 	msgs, err := llm.Normalize(req.Messages)
 	if err != nil {
@@ -389,8 +399,20 @@ func buildParams(req *llm.Request) (sdk.MessageNewParams, error) {
 		MaxTokens: int64(maxTokens),
 	}
 	cache := sdk.NewCacheControlEphemeralParam()
+	switch req.CacheTTL {
+	case llm.CacheTTLDefault:
+	case llm.CacheTTL5m:
+		cache.TTL = sdk.CacheControlEphemeralTTLTTL5m
+	case llm.CacheTTL1h:
+		cache.TTL = sdk.CacheControlEphemeralTTLTTL1h
+	default:
+		return params, fmt.Errorf("%w: cache ttl %q (want 5m or 1h)", llm.ErrInvalidRequest, req.CacheTTL)
+	}
 	if req.System != "" {
 		params.System = []sdk.TextBlockParam{{Text: req.System, CacheControl: cache}}
+	}
+	if strings.TrimSpace(req.SystemTail) != "" {
+		params.System = append(params.System, sdk.TextBlockParam{Text: req.SystemTail})
 	}
 	for i, t := range req.Tools {
 		tp, err := toolParam(t)

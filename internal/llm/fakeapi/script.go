@@ -19,7 +19,7 @@ import (
 // DefaultAgentPattern finds the agent's name in a system prompt such as
 // "You are 'team-lead', ..." or "You are teammate 'alice' (backend) in team
 // 'x'": group 1 of its first match is the name.
-const DefaultAgentPattern = `You are [^']*'([^']+)'`
+const DefaultAgentPattern = `You are (?:teammate )?'([^']+)'`
 
 // FaultKind names a failure the server can inject in place of a reply.
 type FaultKind string

@@ -225,8 +225,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	raw, decodeErr := decode(body)
 	if obj, ok := raw.(map[string]any); ok {
 		c.rec.Stream, _ = obj["stream"].(bool)
-		sys, _ := (&validator{}).system(obj["system"])
-		c.rec.Agent = s.agentOf(sys)
+		c.rec.Agent = s.agentIn(obj["system"])
 	}
 
 	if !hasKey(r.Header) {
@@ -327,8 +326,22 @@ func (s *Server) choose(req *request, n int, agent string, consume bool) (int, *
 	return -1, &s.script.fallback, vs
 }
 
-func (s *Server) agentOf(system string) string {
-	return fakescript.AgentOf(s.script.agentRE, system)
+// agentIn finds the agent's name in a request's system prompt. The blocks
+// are searched last first: the identity line comes after the prefix that
+// agents of one role share (and that may quote anything).
+func (s *Server) agentIn(system any) string {
+	if blocks, ok := system.([]any); ok {
+		for i := len(blocks) - 1; i >= 0; i-- {
+			b, _ := blocks[i].(map[string]any)
+			text, _ := b["text"].(string)
+			if name := fakescript.AgentOf(s.script.agentRE, text); name != "" {
+				return name
+			}
+		}
+		return ""
+	}
+	sys, _ := system.(string)
+	return fakescript.AgentOf(s.script.agentRE, sys)
 }
 
 func hasKey(h http.Header) bool {
