@@ -496,8 +496,10 @@ func (s *Server) finish(c *call) {
 		if c.rec.Rule >= 0 {
 			rule = strconv.Itoa(c.rec.Rule)
 		}
-		s.opt.Logf("fakeapi: call %d agent=%q stream=%t rule=%s status=%d fault=%q in %s",
-			c.rec.N, c.rec.Agent, c.rec.Stream, rule, c.rec.Status, c.rec.Fault, time.Since(c.start).Round(time.Microsecond))
+		u := c.rec.Usage
+		s.opt.Logf("fakeapi: call %d agent=%q stream=%t rule=%s status=%d fault=%q in %s input=%d cache_read=%d cache_write=%d",
+			c.rec.N, c.rec.Agent, c.rec.Stream, rule, c.rec.Status, c.rec.Fault, time.Since(c.start).Round(time.Microsecond),
+			u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens)
 	}
 	if hook != nil {
 		hook(c.rec)
