@@ -126,9 +126,9 @@ func (c cacheCall) lifetime() time.Duration {
 	return CacheLifetime
 }
 
-// write1h is the price of a 1-hour cache write: the table's, or twice the
+// Write1h is the price of a 1-hour cache write: the table's, or twice the
 // input price (the API's multiplier) when the table has none.
-func (p Price) write1h() float64 {
+func (p Price) Write1h() float64 {
 	if p.CacheWrite1h > 0 {
 		return p.CacheWrite1h
 	}
@@ -169,7 +169,7 @@ func Cache(events []store.Event, prices Prices) CacheReport {
 		w1h := min(c.u.CacheWrite1hTokens, c.u.CacheWriteTokens)
 		w5m := c.u.CacheWriteTokens - w1h
 		c.paid = (float64(c.u.InputTokens)*p.Input + float64(c.u.CacheReadTokens)*p.CacheRead +
-			float64(w5m)*p.CacheWrite + float64(w1h)*p.write1h()) / 1e6
+			float64(w5m)*p.CacheWrite + float64(w1h)*p.Write1h()) / 1e6
 		c.uncached = float64(c.all()) * p.Input / 1e6
 		prev := last[c.agent]
 		c.first = prev == nil
@@ -218,7 +218,7 @@ func missOf(prev, c *cacheCall, p Price) *Miss {
 	written := min(tokens, c.u.CacheWriteTokens)
 	w1h := min(written, c.u.CacheWrite1hTokens)
 	plain := tokens - written
-	lost := (float64(written-w1h)*(p.CacheWrite-p.CacheRead) + float64(w1h)*(p.write1h()-p.CacheRead) +
+	lost := (float64(written-w1h)*(p.CacheWrite-p.CacheRead) + float64(w1h)*(p.Write1h()-p.CacheRead) +
 		float64(plain)*(p.Input-p.CacheRead)) / 1e6
 	m := &Miss{Agent: c.agent, At: c.at, Task: c.u.Task, Idle: c.at.Sub(prev.at), Tokens: tokens, LostUSD: lost}
 	switch {

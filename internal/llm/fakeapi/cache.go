@@ -213,7 +213,10 @@ func canonical(b cacheBlock) []byte {
 type CachePoint struct {
 	// Key identifies the prefix (model and bytes up to the breakpoint):
 	// two calls with the same key share one cache entry.
-	Key    string
+	Key string
+	// Path is the breakpoint's block: "tools.3", "system.0",
+	// "messages.2.content.1".
+	Path   string
 	Tokens int           // tokens of the whole prefix
 	TTL    time.Duration // what the breakpoint asked for
 	Read   bool          // the prefix was read from the cache
@@ -306,7 +309,7 @@ func (c *promptCache) use(model, agent string, blocks []cacheBlock, total int, n
 	minTokens := MinCacheableTokens(model)
 	for _, bp := range bps {
 		p := pts[bp]
-		cp := CachePoint{Key: p.key, Tokens: p.tokens, TTL: p.ttl}
+		cp := CachePoint{Key: p.key, Path: blocks[bp].path, Tokens: p.tokens, TTL: p.ttl}
 		switch {
 		case bp <= hit:
 			cp.Read = true
