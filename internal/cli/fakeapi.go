@@ -86,7 +86,7 @@ func (f *cacheFlags) register(cmd *cobra.Command, clock bool) {
 }
 
 func (f cacheFlags) check() error {
-	if f.scale < 0 || f.scale != f.scale {
+	if f.scale <= 0 || f.scale != f.scale {
 		return withCode(ExitUsage, fmt.Errorf("--cache-clock-scale must be positive, got %v", f.scale))
 	}
 	return nil

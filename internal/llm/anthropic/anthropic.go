@@ -375,6 +375,8 @@ func apiMessage(raw string) string {
 //   - the system prompt (req.System): tools and system, shared byte for
 //     byte by the agents of one role; req.SystemTail (who the agent is)
 //     follows as a second block, outside that prefix;
+//   - the last block of the user turn before the last reply: where the
+//     previous call's conversation ended, read back directly;
 //   - the last block of the latest turn: the whole conversation so far,
 //     which the next call reads and extends.
 //
@@ -426,13 +428,10 @@ func buildParams(req *llm.Request) (sdk.MessageNewParams, error) {
 	}
 	for i, m := range msgs {
 		mp := sdk.MessageParam{Role: sdk.MessageParamRole(m.Role)}
-		for j, b := range m.Content {
+		for _, b := range m.Content {
 			cb, ok := blockParam(b)
 			if !ok {
 				continue
-			}
-			if i == len(msgs)-1 && j == len(m.Content)-1 {
-				setCache(&cb, cache)
 			}
 			mp.Content = append(mp.Content, cb)
 		}
@@ -440,6 +439,20 @@ func buildParams(req *llm.Request) (sdk.MessageNewParams, error) {
 			return params, fmt.Errorf("%w: message %d has no content the API accepts", llm.ErrInvalidRequest, i)
 		}
 		params.Messages = append(params.Messages, mp)
+	}
+	// The conversation's breakpoint is its last block. The previous call
+	// ended with the user turn before the last assistant turn: marking it
+	// too reads that call's entry directly, even when the turn since added
+	// more blocks than the cache looks back over (about 20: a reply with
+	// many tool calls and their results).
+	n := len(params.Messages)
+	if n >= 3 {
+		prev := params.Messages[n-3].Content
+		setCache(&prev[len(prev)-1], cache)
+	}
+	if n >= 1 {
+		last := params.Messages[n-1].Content
+		setCache(&last[len(last)-1], cache)
 	}
 	return params, nil
 }

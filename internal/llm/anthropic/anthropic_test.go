@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -171,7 +172,7 @@ func TestCacheBreakpoints(t *testing.T) {
 			}
 		}
 	}
-	if diff := cmp.Diff([]string{"tool read_file", "system", "user third"}, marked); diff != "" {
+	if diff := cmp.Diff([]string{"tool read_file", "system", "user first", "user third"}, marked); diff != "" {
 		t.Errorf("cache breakpoints (-want +got):\n%s", diff)
 	}
 	if strings.Contains(string(srv.Requests()[0].Body), "sk-test-secret") {
@@ -410,7 +411,7 @@ func TestCacheTTL(t *testing.T) {
 	}
 	_, ttls := breakpoints(t, srv.Requests()[0].Body)
 	// Longer lifetimes must come first, so all of them are an hour.
-	if diff := cmp.Diff([]string{"1h", "1h", "1h"}, ttls); diff != "" {
+	if diff := cmp.Diff([]string{"1h", "1h", "1h"}, ttls); diff != "" { // one turn: no previous one to mark
 		t.Errorf("breakpoints (-want +got):\n%s", diff)
 	}
 	if u := resp.Usage; u.CacheWrite1hTokens == 0 || u.CacheWrite1hTokens != u.CacheWriteTokens {
@@ -420,5 +421,34 @@ func TestCacheTTL(t *testing.T) {
 	req.CacheTTL = "2h"
 	if _, err := llm.Collect(p.Stream(context.Background(), req), nil); !errors.Is(err, llm.ErrInvalidRequest) {
 		t.Errorf("ttl 2h: got %v, want ErrInvalidRequest", err)
+	}
+}
+
+// TestLongTurnStillReadsThePreviousCall: a reply with a dozen tool calls
+// and their results adds more blocks than the cache looks back over; the
+// breakpoint on the previous call's last turn still finds its entry.
+func TestLongTurnStillReadsThePreviousCall(t *testing.T) {
+	srv := fakeapitest.StartTest(t, "rules:\n  - times: 0\n    reply: [{text: ok}]\n")
+	p, _ := newProvider(t, srv, nil)
+	req := userReq("do many things")
+	req.Model = "claude-sonnet-4-5"
+	req.System = strings.Repeat("Stable instructions. ", 400)
+	first, err := llm.Collect(p.Stream(context.Background(), req), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uses, results []llm.Block
+	for i := range 12 {
+		id := fmt.Sprintf("toolu_%d", i)
+		uses = append(uses, llm.Block{Type: llm.BlockToolUse, ID: id, Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)})
+		results = append(results, llm.ToolResultBlock(id, "file.go", false))
+	}
+	req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Content: uses}, llm.Message{Role: llm.RoleUser, Content: results})
+	second, err := llm.Collect(p.Stream(context.Background(), req), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := first.Usage.CacheWriteTokens; second.Usage.CacheReadTokens != want {
+		t.Errorf("second call read %d tokens, want all %d the first cached", second.Usage.CacheReadTokens, want)
 	}
 }
