@@ -239,7 +239,7 @@ type CacheEntry struct {
 	Tokens  int
 	TTL     time.Duration
 	Expires time.Time // on the simulated clock
-	Writes  int       // times the prefix was written (again after expiry)
+	Writes  int       // times the prefix was written (the first time, and again after each expiry)
 	Reads   int       // calls that read it
 	Agents  []string  // agents whose calls wrote or read it, sorted
 }
@@ -264,13 +264,11 @@ func (c *promptCache) use(model, agent string, blocks []cacheBlock, total int, n
 	if c.entries == nil {
 		c.entries = map[string]*cacheEntry{}
 	}
+	// An expired entry stays in the map, as absent, so that a prefix
+	// written again keeps its counts.
 	live := func(key string) *cacheEntry {
 		e := c.entries[key]
-		if e == nil {
-			return nil
-		}
-		if !now.Before(e.Expires) {
-			delete(c.entries, key)
+		if e == nil || !now.Before(e.Expires) {
 			return nil
 		}
 		return e

@@ -370,3 +370,31 @@ func TestScriptUsageWins(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheEntries: an entry counts its writes (again after it expired),
+// its reads and the agents that used it; expired entries are not listed.
+func TestCacheEntries(t *testing.T) {
+	clk := newClock()
+	srv := start(t, okScript, fakeapi.Options{Clock: clk.now})
+	req := func(agent string) cacheReq {
+		return cacheReq{system: []map[string]any{text(big(2000), "5m"), text("You are teammate '"+agent+"'.", "")},
+			turns: []map[string]any{text("hi", "")}}
+	}
+	call(t, srv, req("a"))
+	clk.advance(6 * time.Minute)
+	if n := len(srv.CacheEntries()); n != 0 {
+		t.Errorf("%d entries listed after expiry, want 0", n)
+	}
+	call(t, srv, req("a"))
+	call(t, srv, req("b"))
+	got := srv.CacheEntries()
+	if len(got) != 1 {
+		t.Fatalf("entries %+v, want one", got)
+	}
+	e := got[0]
+	want := fakeapi.CacheEntry{Key: e.Key, Model: "claude-sonnet-4-5", Tokens: e.Tokens, TTL: fakeapi.TTL5m,
+		Expires: clk.now().Add(fakeapi.TTL5m), Writes: 2, Reads: 1, Agents: []string{"a", "b"}}
+	if diff := cmp.Diff(want, e); diff != "" {
+		t.Errorf("entry (-want +got):\n%s", diff)
+	}
+}
