@@ -142,8 +142,15 @@ type Config struct {
 
 	// Identity is the agent's identity line (Identity.Line), put back at
 	// the top of the conversation after compaction so that a teammate still
-	// knows who it is. Empty: none.
+	// knows who it is. Empty: none. A System that opens with it (as
+	// Prompt.String renders one) is sent with the line moved past the
+	// cached prefix (llm.Request.SystemTail), so that agents differing
+	// only by name share the prompt cache.
 	Identity string
+	// CacheTTL, if set, is asked before every model call for the lifetime
+	// of the call's prompt cache breakpoints (the runtime asks for an hour
+	// when the agent is about to idle longer than the default 5 minutes).
+	CacheTTL func() llm.CacheTTL
 	// Compactor keeps the conversation inside the context window; it is
 	// consulted before every model call (see Agent.Compact). Nil: no
 	// compaction, and the compact tool is refused.
@@ -366,14 +373,20 @@ func (a *Agent) Run(ctx context.Context, input ...llm.Block) (*Result, error) {
 
 // request is the model call for the conversation as it stands.
 func (a *Agent) request() llm.Request {
-	return llm.Request{
-		Model:     a.cfg.Model,
-		System:    a.cfg.System,
-		Messages:  a.messages,
-		Tools:     a.cfg.Tools.Specs(),
-		MaxTokens: a.cfg.MaxTokens,
-		Agent:     a.cfg.Name,
+	system, tail := SplitSystem(a.cfg.System, a.cfg.Identity)
+	req := llm.Request{
+		Model:      a.cfg.Model,
+		System:     system,
+		SystemTail: tail,
+		Messages:   a.messages,
+		Tools:      a.cfg.Tools.Specs(),
+		MaxTokens:  a.cfg.MaxTokens,
+		Agent:      a.cfg.Name,
 	}
+	if a.cfg.CacheTTL != nil {
+		req.CacheTTL = a.cfg.CacheTTL()
+	}
+	return req
 }
 
 // call makes one model call, streaming its events to the observer.

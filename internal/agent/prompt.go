@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// Identity says who an agent is. Its first line is the one the fake API (and
-// a human reading a transcript) uses to tell agents apart: "You are 'NAME'".
+// Identity says who an agent is. Its line is the one the fake API (and a
+// human reading a transcript) uses to tell agents apart: "You are 'NAME'".
 type Identity struct {
 	Name string // "team-lead", "alice"
 	Role string // "backend developer"; empty for the lead
@@ -27,6 +27,22 @@ func (id Identity) Line() string {
 	default:
 		return fmt.Sprintf("You are teammate '%s' in team '%s'.", id.Name, id.Team)
 	}
+}
+
+// SplitSystem cuts a system prompt that opens with the identity line (as
+// Prompt.String renders it) into the part agents of one kind share and the
+// line itself, which is sent last (llm.Request.SystemTail) so that the
+// shared part stays one cacheable prefix. A prompt that does not open with
+// identity (replaced by the user, say) is all shared.
+func SplitSystem(system, identity string) (shared, tail string) {
+	if identity == "" {
+		return system, ""
+	}
+	rest, ok := strings.CutPrefix(system, identity+"\n\n")
+	if !ok || strings.TrimSpace(rest) == "" {
+		return system, ""
+	}
+	return rest, identity
 }
 
 // Prompt gathers the parts of a system prompt. The order of the parts is

@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
 	"github.com/troupe-dev/troupe/internal/teamkey"
+	"github.com/troupe-dev/troupe/internal/usage"
 )
 
 // teamReport is the output of `troupe bench team --json`.
@@ -36,8 +37,18 @@ type teamReport struct {
 	IdleCPUSeconds        float64 `json:"idle_cpu_s"`
 	IdleCPUPercentOfCore  float64 `json:"idle_cpu_pct_of_one_core"`
 	PeakRSSMB             float64 `json:"peak_rss_mb"`
-	GoVersion             string  `json:"go_version"`
-	CPUs                  int     `json:"cpus"`
+	// The prompt cache of phase 1, as the fake API simulated it: cache
+	// reads over all input tokens, the same without each agent's first
+	// call, the dollars per completed task at list prices, and whether the
+	// teammates' first calls all found one cached prefix (tools and system
+	// prompt) to share, and its size.
+	CacheHitRatio               float64 `json:"cache_hit_ratio"`
+	CacheHitRatioAfterFirstCall float64 `json:"cache_hit_ratio_after_first_call"`
+	USDPerTask                  float64 `json:"usd_per_task"`
+	PrefixSharedAcrossTeammates bool    `json:"prefix_shared_across_teammates"`
+	SharedPrefixTokens          int     `json:"shared_prefix_tokens"`
+	GoVersion                   string  `json:"go_version"`
+	CPUs                        int     `json:"cpus"`
 }
 
 func (a *app) benchTeamCmd() *cobra.Command {
@@ -70,6 +81,8 @@ the whole process used meanwhile.`,
 			fmt.Fprintf(a.stdout, "%d teammates, %d/%d tasks in %.2fs (%.1f tasks/s), %d model calls\n",
 				rep.Teammates, rep.TasksCompleted, rep.Tasks, rep.WallSeconds, rep.TasksPerSecond, rep.ModelCalls)
 			fmt.Fprintf(a.stdout, "lead: %d model turns, %d from idle notifications alone\n", rep.LeadModelTurns, rep.LeadTurnsFromIdleOnly)
+			fmt.Fprintf(a.stdout, "prompt cache: %.1f%% of input read (%.1f%% after each agent's first call), $%.5f per task, prefix shared across teammates: %t (%d tokens)\n",
+				100*rep.CacheHitRatio, 100*rep.CacheHitRatioAfterFirstCall, rep.USDPerTask, rep.PrefixSharedAcrossTeammates, rep.SharedPrefixTokens)
 			fmt.Fprintf(a.stdout, "%d idle teammates for %.0fs: %d model calls, %.3f CPU s (%.2f%% of one core); peak RSS %.0f MB\n",
 				rep.IdleTeammates, rep.IdleSeconds, rep.IdleMemberModelCalls, rep.IdleCPUSeconds, rep.IdleCPUPercentOfCore, rep.PeakRSSMB)
 			return nil
@@ -125,6 +138,12 @@ func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int
 	}
 	rep.ModelCalls = run.calls
 	rep.LeadModelTurns, rep.LeadTurnsFromIdleOnly = run.res.Stats.LeadModelTurns, run.res.Stats.LeadTurnsFromIdleOnly
+	c := cacheFigures(run.recs, usage.DefaultPrices())
+	rep.CacheHitRatio, rep.CacheHitRatioAfterFirstCall = c.hitRatio, c.hitRatioAfterFirst
+	rep.PrefixSharedAcrossTeammates, rep.SharedPrefixTokens = c.shared, c.sharedTokens
+	if run.completed > 0 {
+		rep.USDPerTask = c.usd / float64(run.completed)
+	}
 
 	// Phase 2: idle cost.
 	if idleTeammates > 0 && idleFor > 0 {
@@ -144,8 +163,83 @@ func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int
 	return rep, nil
 }
 
+// benchCache is what the fake API's prompt cache did in a bench run.
+type benchCache struct {
+	hitRatio, hitRatioAfterFirst float64
+	usd                          float64
+	shared                       bool
+	sharedTokens                 int
+}
+
+// cacheFigures reads the prompt cache's effect from the fake API's records.
+// The teammates share a prefix when one cache entry ending in the system
+// prompt (tools and system, not the tools alone) was read or written by
+// every teammate's first call.
+func cacheFigures(recs []fakeapi.Recorded, prices usage.Prices) benchCache {
+	var c benchCache
+	var all, read, allAfter, readAfter int
+	seen := map[string]bool{}
+	var common map[string]int // key -> tokens, over the teammates' first calls
+	teammates := 0
+	for _, r := range recs {
+		if r.Status != 200 {
+			continue
+		}
+		u := r.Usage
+		in := u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
+		all += in
+		read += u.CacheReadInputTokens
+		var body struct {
+			Model string `json:"model"`
+		}
+		_ = json.Unmarshal(r.Body, &body)
+		if p, ok := prices.Lookup(body.Model); ok {
+			w1h := u.Ephemeral1hInputTokens
+			c.usd += (float64(u.InputTokens)*p.Input + float64(u.OutputTokens)*p.Output + float64(u.CacheReadInputTokens)*p.CacheRead +
+				float64(u.CacheCreationInputTokens-w1h)*p.CacheWrite + float64(w1h)*p.Write1h()) / 1e6
+		}
+		if seen[r.Agent] {
+			allAfter += in
+			readAfter += u.CacheReadInputTokens
+			continue
+		}
+		seen[r.Agent] = true
+		if r.Agent == store.LeadName || r.Agent == "" {
+			continue
+		}
+		teammates++
+		mine := map[string]int{}
+		for _, p := range r.Cache {
+			if (p.Read || p.Write) && strings.HasPrefix(p.Path, "system") {
+				mine[p.Key] = p.Tokens
+			}
+		}
+		if common == nil {
+			common = mine
+			continue
+		}
+		for k := range common {
+			if _, ok := mine[k]; !ok {
+				delete(common, k)
+			}
+		}
+	}
+	if all > 0 {
+		c.hitRatio = float64(read) / float64(all)
+	}
+	if allAfter > 0 {
+		c.hitRatioAfterFirst = float64(readAfter) / float64(allAfter)
+	}
+	for _, tokens := range common {
+		c.sharedTokens = max(c.sharedTokens, tokens)
+	}
+	c.shared = teammates > 0 && c.sharedTokens > 0
+	return c
+}
+
 // benchRun is what one bench team did.
 type benchRun struct {
+	recs      []fakeapi.Recorded // the calls of the run until the team was done
 	res       *team.Result
 	calls     int // model calls until the team was done
 	completed int
@@ -211,7 +305,8 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 	defer sess.Close()
 	start := time.Now()
 	res, err := sess.RunHeadless(ctx, "Run the bench.")
-	run := &benchRun{res: res, wall: time.Since(start), completed: int(completed.Load()), calls: len(fake.Requests())}
+	recs := fake.Requests()
+	run := &benchRun{res: res, wall: time.Since(start), completed: int(completed.Load()), calls: len(recs), recs: recs}
 	if err != nil {
 		return nil, err
 	}

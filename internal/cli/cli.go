@@ -81,6 +81,8 @@ type app struct {
 	args             []string
 	providerOverride llm.Provider
 	pacerOverride    *pace.Pacer
+	// demoCache is troupe demo's prompt cache switch for its fake API.
+	demoCache cacheFlags
 	// recorder is the cassette --record writes, once the run has opened it.
 	recorder *cassette.Recorder
 }

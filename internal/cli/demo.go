@@ -52,6 +52,7 @@ func (a *app) demoCmd() *cobra.Command {
 		headless bool
 		latency  time.Duration
 		mode     string
+		cache    cacheFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -70,9 +71,11 @@ and the team deleted. Runs in a temporary workspace unless --workspace is given.
 					return err
 				}
 			}
+			a.demoCache = cache
 			return a.runDemo(asJSON, latency, mode)
 		},
 	}
+	cache.register(cmd, false)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "end with one JSON object of figures")
 	cmd.Flags().BoolVar(&headless, "headless", false, "print a plain text timeline instead of playing the demo in the terminal UI")
 	cmd.Flags().DurationVar(&latency, "model-latency", 0, "delay every model reply by this much")
@@ -100,7 +103,7 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
 	if err != nil {
 		return withCode(ExitError, fmt.Errorf("bundled script: %w", err))
 	}
-	fake := fakeapi.New(script, fakeapi.Options{Latency: latency})
+	fake := fakeapi.New(script, a.demoCache.options(fakeapi.Options{Latency: latency}))
 	base, err := fake.Start("127.0.0.1:0")
 	if err != nil {
 		return withCode(ExitError, err)

@@ -360,7 +360,7 @@ func (a *app) startDemo(latency time.Duration, mode string) (*demo, error) {
 	if err != nil {
 		return nil, withCode(ExitError, fmt.Errorf("bundled script: %w", err))
 	}
-	d := &demo{dir: dir, fake: fakeapi.New(script, fakeapi.Options{Latency: latency})}
+	d := &demo{dir: dir, fake: fakeapi.New(script, a.demoCache.options(fakeapi.Options{Latency: latency}))}
 	base, err := d.fake.Start("127.0.0.1:0")
 	if err != nil {
 		return nil, withCode(ExitError, err)

@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,7 +25,14 @@ archived journal when it is gone): per agent, per task and per model, with
 coordination (the lead, messages, protocols) apart from work (teammates on
 their tasks). Costs come from built-in list prices of Anthropic models,
 overridden by "prices" in .troupe/settings.json (USD per million tokens:
-{"prices": {"my-model": {"input": 1, "output": 2, "cache_read": 0.1, "cache_write": 1.25}}}).`,
+{"prices": {"my-model": {"input": 1, "output": 2, "cache_read": 0.1, "cache_write": 1.25, "cache_write_1h": 2}}}).
+
+The prompt cache section shows, for the team, each agent and each task: the
+cache hit ratio (cache reads over all input tokens, and the same without each
+agent's first call), the dollars caching saved over paying every input token
+at the input price, and the dollars lost to misses: calls that paid again, as
+cache writes or input, for a prefix their agent had cached before (after an
+idle longer than the cache's lifetime, a compaction, or a changed prefix).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ws, err := a.Workspace()
@@ -43,10 +52,14 @@ overridden by "prices" in .troupe/settings.json (USD per million tokens:
 				return withCode(ExitError, err)
 			}
 			rep := usage.Tally(args[0], events, prices)
+			cache := usage.Cache(events, prices)
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
+				return enc.Encode(struct {
+					usage.Report
+					Cache usage.CacheReport `json:"cache"`
+				}{rep, cache})
 			}
 			line := func(name string, t usage.Tokens) {
 				cost := fmt.Sprintf("$%.4f", t.CostUSD)
@@ -74,11 +87,48 @@ overridden by "prices" in .troupe/settings.json (USD per million tokens:
 			for _, k := range usage.Keys(rep.ByModel) {
 				line(k, rep.ByModel[k])
 			}
+			printCache(a.stdout, cache)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// printCache writes the prompt cache section of troupe usage.
+func printCache(w io.Writer, r usage.CacheReport) {
+	line := func(name string, f usage.CacheFigures) {
+		fmt.Fprintf(w, "  %-22s hit %5.1f%% (%5.1f%% after first calls)  saved $%.4f  lost $%.4f in %d misses\n",
+			name, 100*f.HitRatio, 100*f.HitRatioAfterFirst, f.SavedUSD, f.LostUSD, f.Misses)
+	}
+	fmt.Fprintln(w, "prompt cache")
+	line("total", r.Total)
+	fmt.Fprintln(w, "cache by agent")
+	for _, k := range sortedKeys(r.ByAgent) {
+		line(k, r.ByAgent[k])
+	}
+	if len(r.ByTask) > 0 {
+		fmt.Fprintln(w, "cache by task")
+		for _, k := range sortedKeys(r.ByTask) {
+			line("#"+k, r.ByTask[k])
+		}
+	}
+	if len(r.Misses) > 0 {
+		fmt.Fprintln(w, "cache misses")
+		for _, m := range r.Misses {
+			fmt.Fprintf(w, "  %s %-14s after %-14s %s: %d tokens paid again, $%.4f\n",
+				m.At.Local().Format("15:04:05"), m.Agent, m.Idle.Round(time.Second), m.Why, m.Tokens, m.LostUSD)
+		}
+	}
+}
+
+// sortedKeys is usage.Keys for the cache figures (task ids numerically).
+func sortedKeys(m map[string]usage.CacheFigures) []string {
+	keys := make(map[string]usage.Tokens, len(m))
+	for k := range m {
+		keys[k] = usage.Tokens{}
+	}
+	return usage.Keys(keys)
 }
 
 // teamEvents reads a team's journal, or its latest archive.

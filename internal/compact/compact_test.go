@@ -268,3 +268,37 @@ rules:
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestCompactKeepsTheCachedPrefix: the summary call reads the whole cached
+// conversation, and the conversation that replaces the history (identity
+// put back in its first user turn) still reads the tools and the shared
+// system prompt from the cache: only the conversation is written anew.
+func TestCompactKeepsTheCachedPrefix(t *testing.T) {
+	srv := fakeapitest.StartTest(t, "rules:\n  - times: 0\n    reply: [{text: \"Goals: go on.\"}]\n")
+	p := provider(t, srv.URL())
+	identity := "You are teammate 'alice' (dev) in team 'T'."
+	req := llm.Request{Model: "claude-sonnet-4-5", System: strings.Repeat("Shared role instructions. ", 300), SystemTail: identity,
+		Messages: conversation(3_000, 3_000), Agent: "alice",
+		Tools: []llm.ToolSpec{{Name: "bash", Description: "run", InputSchema: json.RawMessage(`{"type":"object"}`)}}}
+	first, err := llm.Collect(p.Stream(context.Background(), &req), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c compact.Compactor
+	msgs, summary, err := c.Compact(context.Background(), p, req, identity, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if summary.Usage.CacheReadTokens != first.Usage.CacheWriteTokens {
+		t.Errorf("summary call read %d tokens, want the %d the last call cached", summary.Usage.CacheReadTokens, first.Usage.CacheWriteTokens)
+	}
+	req.Messages = msgs
+	after, err := llm.Collect(p.Stream(context.Background(), &req), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := srv.Requests()[0].Cache[1] // the system breakpoint: tools + shared system
+	if after.Usage.CacheReadTokens != int64(head.Tokens) || after.Usage.CacheWriteTokens == 0 {
+		t.Errorf("after compaction %+v: want the %d tokens of tools and shared system read, the new conversation written", after.Usage, head.Tokens)
+	}
+}

@@ -98,14 +98,49 @@ type ToolSpec struct {
 
 // Request is one model call.
 type Request struct {
-	Model     string
-	System    string
-	Messages  []Message
-	Tools     []ToolSpec
-	MaxTokens int
+	Model string
+	// System is the system prompt, or its part shared by every agent of
+	// one kind when SystemTail is set.
+	System string
+	// SystemTail, if set, ends the system prompt: providers send it after
+	// System and outside the cached prefix, so that agents whose Tools and
+	// System are equal byte for byte (teammates of one role) share one
+	// prompt cache entry. What tells such agents apart (the identity line)
+	// goes here.
+	SystemTail string
+	Messages   []Message
+	Tools      []ToolSpec
+	MaxTokens  int
+	// CacheTTL is the lifetime asked for the prompt cache's breakpoints
+	// (CacheTTLDefault: the provider's, 5 minutes for Anthropic). An agent
+	// about to idle longer than the default can ask for CacheTTL1h, which
+	// costs more to write and keeps the prefix for its return.
+	CacheTTL CacheTTL
 	// Agent names the calling agent; providers use it only for logs and
 	// errors, never on the wire.
 	Agent string
+}
+
+// CacheTTL is a prompt cache lifetime.
+type CacheTTL string
+
+// The lifetimes the Anthropic API offers.
+const (
+	CacheTTLDefault CacheTTL = ""
+	CacheTTL5m      CacheTTL = "5m"
+	CacheTTL1h      CacheTTL = "1h"
+)
+
+// SystemText is the whole system prompt as one text: System, then
+// SystemTail, for providers that have no cache breakpoints to place.
+func (r *Request) SystemText() string {
+	switch {
+	case r.SystemTail == "":
+		return r.System
+	case r.System == "":
+		return r.SystemTail
+	}
+	return r.System + "\n\n" + r.SystemTail
 }
 
 // StopReason says why the model stopped producing output.
@@ -126,6 +161,9 @@ type Usage struct {
 	OutputTokens     int64 `json:"output_tokens"`
 	CacheReadTokens  int64 `json:"cache_read_input_tokens"`
 	CacheWriteTokens int64 `json:"cache_creation_input_tokens"`
+	// CacheWrite1hTokens is the part of CacheWriteTokens written with the
+	// 1-hour lifetime (priced higher than the 5-minute one).
+	CacheWrite1hTokens int64 `json:"cache_creation_1h_input_tokens,omitempty"`
 }
 
 // Add accumulates o into u.
@@ -134,6 +172,7 @@ func (u *Usage) Add(o Usage) {
 	u.OutputTokens += o.OutputTokens
 	u.CacheReadTokens += o.CacheReadTokens
 	u.CacheWriteTokens += o.CacheWriteTokens
+	u.CacheWrite1hTokens += o.CacheWrite1hTokens
 }
 
 // ContextTokens is how much of the context window the call's prompt used.

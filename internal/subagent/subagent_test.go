@@ -187,7 +187,8 @@ rules:
 	if diff := cmp.Diff([]string{"read_file", "glob", "grep"}, sub[0].toolNames()); diff != "" {
 		t.Errorf("explore tools (-want +got):\n%s", diff)
 	}
-	if sys := sub[0].System[0].Text; !strings.HasPrefix(sys, "You are 'team-lead:explore'") {
+	// The identity comes last, after the cached prefix agents share.
+	if sys := sub[0].System[len(sub[0].System)-1].Text; !strings.HasPrefix(sys, "You are 'team-lead:explore'") {
 		t.Errorf("system prompt starts %q", sys[:min(60, len(sys))])
 	}
 	if n := len(sub[0].Messages); n != 1 {

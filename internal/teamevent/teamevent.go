@@ -243,6 +243,13 @@ type Usage struct {
 	Model            string `json:"model"`
 	Kind             string `json:"kind"`
 	Task             string `json:"task,omitempty"`
+	// CacheWrite1hTokens is the part of CacheWriteTokens written with the
+	// 1-hour lifetime (priced higher).
+	CacheWrite1hTokens int64 `json:"cache_creation_1h_input_tokens,omitempty"`
+	// CacheTTL is the lifetime the call asked for its breakpoints ("" for
+	// the default 5 minutes, "1h" when the runtime chose the hour for an
+	// agent about to idle).
+	CacheTTL string `json:"cache_ttl,omitempty"`
 }
 
 // Type implementations: the journal's type strings, fixed forever (old

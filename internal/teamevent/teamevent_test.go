@@ -42,6 +42,7 @@ func TestRoundTrip(t *testing.T) {
 		Forgery{Inbox: "team-lead", ClaimedFrom: "a", MsgType: "message", ID: "x", Why: "bad seal"},
 		KeyCreated{Why: "the team had no key"},
 		Usage{AgentName: "a", InputTokens: 10, OutputTokens: 2, CacheReadTokens: 7, CacheWriteTokens: 1, Model: "m", Kind: UsageWork, Task: "1"},
+		Usage{AgentName: "b", InputTokens: 3, CacheReadTokens: 900, CacheWriteTokens: 40, CacheWrite1hTokens: 40, CacheTTL: "1h", Model: "m", Kind: UsageCoordination},
 	}
 	seen := map[string]bool{}
 	for _, e := range events {
@@ -95,6 +96,15 @@ func TestDecodeUnknownAndBad(t *testing.T) {
 	}
 	if _, err := Decode(store.Event{Type: "spawn", Fields: map[string]any{"member": 3}}); err == nil {
 		t.Error("a spawn whose member is a number decoded without error")
+	}
+	// A usage line written before the cache fields existed decodes with
+	// them empty.
+	got, err = Decode(store.Event{Type: "usage", Fields: map[string]any{"agent_name": "a", "input_tokens": 5.0, "cache_creation_input_tokens": 2.0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Event(Usage{AgentName: "a", InputTokens: 5, CacheWriteTokens: 2}), got.Event); diff != "" {
+		t.Error(diff)
 	}
 	// Legacy lines written before a field existed still decode.
 	got, err = Decode(store.Event{Type: "claim", Fields: map[string]any{"task": "4", "owner": "b"}})

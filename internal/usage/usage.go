@@ -25,6 +25,9 @@ type Price struct {
 	Output     float64 `json:"output"`
 	CacheRead  float64 `json:"cache_read"`
 	CacheWrite float64 `json:"cache_write"`
+	// CacheWrite1h is a cache write with the 1-hour lifetime (0: twice
+	// Input, the API's multiplier).
+	CacheWrite1h float64 `json:"cache_write_1h,omitempty"`
 }
 
 // Prices maps a model name prefix to its price; the longest matching
@@ -32,15 +35,16 @@ type Price struct {
 type Prices map[string]Price
 
 // DefaultPrices are the public list prices of current Anthropic models
-// (cache writes at 1.25x input, cache reads at 0.1x).
+// (cache writes at 1.25x input, 2x for the 1-hour lifetime, cache reads at
+// 0.1x).
 func DefaultPrices() Prices {
 	return Prices{
-		"claude-opus-4-5":   {Input: 5, Output: 25, CacheWrite: 6.25, CacheRead: 0.50},
-		"claude-opus-4":     {Input: 15, Output: 75, CacheWrite: 18.75, CacheRead: 1.50},
-		"claude-sonnet-4":   {Input: 3, Output: 15, CacheWrite: 3.75, CacheRead: 0.30},
-		"claude-3-7-sonnet": {Input: 3, Output: 15, CacheWrite: 3.75, CacheRead: 0.30},
-		"claude-haiku-4-5":  {Input: 1, Output: 5, CacheWrite: 1.25, CacheRead: 0.10},
-		"claude-3-5-haiku":  {Input: 0.80, Output: 4, CacheWrite: 1, CacheRead: 0.08},
+		"claude-opus-4-5":   {Input: 5, Output: 25, CacheWrite: 6.25, CacheRead: 0.50, CacheWrite1h: 10},
+		"claude-opus-4":     {Input: 15, Output: 75, CacheWrite: 18.75, CacheRead: 1.50, CacheWrite1h: 30},
+		"claude-sonnet-4":   {Input: 3, Output: 15, CacheWrite: 3.75, CacheRead: 0.30, CacheWrite1h: 6},
+		"claude-3-7-sonnet": {Input: 3, Output: 15, CacheWrite: 3.75, CacheRead: 0.30, CacheWrite1h: 6},
+		"claude-haiku-4-5":  {Input: 1, Output: 5, CacheWrite: 1.25, CacheRead: 0.10, CacheWrite1h: 2},
+		"claude-3-5-haiku":  {Input: 0.80, Output: 4, CacheWrite: 1, CacheRead: 0.08, CacheWrite1h: 1.6},
 	}
 }
 

@@ -254,10 +254,11 @@ func (r *reply) response(msg *sdk.Message) *llm.Response {
 		Model:      string(msg.Model),
 		StopReason: llm.StopReason(msg.StopReason),
 		Usage: llm.Usage{
-			InputTokens:      msg.Usage.InputTokens,
-			OutputTokens:     msg.Usage.OutputTokens,
-			CacheReadTokens:  msg.Usage.CacheReadInputTokens,
-			CacheWriteTokens: msg.Usage.CacheCreationInputTokens,
+			InputTokens:        msg.Usage.InputTokens,
+			OutputTokens:       msg.Usage.OutputTokens,
+			CacheReadTokens:    msg.Usage.CacheReadInputTokens,
+			CacheWriteTokens:   msg.Usage.CacheCreationInputTokens,
+			CacheWrite1hTokens: msg.Usage.CacheCreation.Ephemeral1hInputTokens,
 		},
 		Message: llm.Message{Role: llm.RoleAssistant},
 	}
@@ -368,9 +369,20 @@ func apiMessage(raw string) string {
 	return strings.TrimSpace(raw)
 }
 
-// buildParams translates a request, marking the cache breakpoints: the last
-// tool (caches every tool), the system prompt, and the last block of the
-// latest turn (caches the conversation so far for the next call).
+// buildParams translates a request, marking the cache breakpoints in the
+// order the cache reads a request (tools, system, messages):
+//   - the last tool: the tools alone, shared by every agent offered them;
+//   - the system prompt (req.System): tools and system, shared byte for
+//     byte by the agents of one role; req.SystemTail (who the agent is)
+//     follows as a second block, outside that prefix;
+//   - the last block of the user turn before the last reply: where the
+//     previous call's conversation ended, read back directly;
+//   - the last block of the latest turn: the whole conversation so far,
+//     which the next call reads and extends.
+//
+// With req.CacheTTL 1h every breakpoint asks for the hour: the API wants
+// longer lifetimes before shorter ones, and a shared prefix kept an hour
+// costs its one writer the same.
 func buildParams(req *llm.Request) (sdk.MessageNewParams, error) {
 	msgs, err := llm.Normalize(req.Messages)
 	if err != nil {
@@ -389,8 +401,20 @@ func buildParams(req *llm.Request) (sdk.MessageNewParams, error) {
 		MaxTokens: int64(maxTokens),
 	}
 	cache := sdk.NewCacheControlEphemeralParam()
+	switch req.CacheTTL {
+	case llm.CacheTTLDefault:
+	case llm.CacheTTL5m:
+		cache.TTL = sdk.CacheControlEphemeralTTLTTL5m
+	case llm.CacheTTL1h:
+		cache.TTL = sdk.CacheControlEphemeralTTLTTL1h
+	default:
+		return params, fmt.Errorf("%w: cache ttl %q (want 5m or 1h)", llm.ErrInvalidRequest, req.CacheTTL)
+	}
 	if req.System != "" {
 		params.System = []sdk.TextBlockParam{{Text: req.System, CacheControl: cache}}
+	}
+	if strings.TrimSpace(req.SystemTail) != "" {
+		params.System = append(params.System, sdk.TextBlockParam{Text: req.SystemTail})
 	}
 	for i, t := range req.Tools {
 		tp, err := toolParam(t)
@@ -404,13 +428,10 @@ func buildParams(req *llm.Request) (sdk.MessageNewParams, error) {
 	}
 	for i, m := range msgs {
 		mp := sdk.MessageParam{Role: sdk.MessageParamRole(m.Role)}
-		for j, b := range m.Content {
+		for _, b := range m.Content {
 			cb, ok := blockParam(b)
 			if !ok {
 				continue
-			}
-			if i == len(msgs)-1 && j == len(m.Content)-1 {
-				setCache(&cb, cache)
 			}
 			mp.Content = append(mp.Content, cb)
 		}
@@ -418,6 +439,20 @@ func buildParams(req *llm.Request) (sdk.MessageNewParams, error) {
 			return params, fmt.Errorf("%w: message %d has no content the API accepts", llm.ErrInvalidRequest, i)
 		}
 		params.Messages = append(params.Messages, mp)
+	}
+	// The conversation's breakpoint is its last block. The previous call
+	// ended with the user turn before the last assistant turn: marking it
+	// too reads that call's entry directly, even when the turn since added
+	// more blocks than the cache looks back over (about 20: a reply with
+	// many tool calls and their results).
+	n := len(params.Messages)
+	if n >= 3 {
+		prev := params.Messages[n-3].Content
+		setCache(&prev[len(prev)-1], cache)
+	}
+	if n >= 1 {
+		last := params.Messages[n-1].Content
+		setCache(&last[len(last)-1], cache)
 	}
 	return params, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -171,7 +172,7 @@ func TestCacheBreakpoints(t *testing.T) {
 			}
 		}
 	}
-	if diff := cmp.Diff([]string{"tool read_file", "system", "user third"}, marked); diff != "" {
+	if diff := cmp.Diff([]string{"tool read_file", "system", "user first", "user third"}, marked); diff != "" {
 		t.Errorf("cache breakpoints (-want +got):\n%s", diff)
 	}
 	if strings.Contains(string(srv.Requests()[0].Body), "sk-test-secret") {
@@ -322,5 +323,132 @@ func TestRequestTimeout(t *testing.T) {
 	_, err := llm.Collect(p.Stream(context.Background(), userReq("hi")), nil)
 	if !errors.Is(err, llm.ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+}
+
+// breakpoints lists the system blocks of a recorded request and the ttl of
+// every cache_control in it ("5m" when none is given).
+func breakpoints(t *testing.T, body []byte) (system []string, ttls []string) {
+	t.Helper()
+	var b struct {
+		Tools    []map[string]any `json:"tools"`
+		System   []map[string]any `json:"system"`
+		Messages []struct {
+			Content []map[string]any `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil {
+		t.Fatal(err)
+	}
+	blocks := append([]map[string]any(nil), b.Tools...)
+	for _, s := range b.System {
+		system = append(system, s["text"].(string))
+		blocks = append(blocks, s)
+	}
+	for _, m := range b.Messages {
+		blocks = append(blocks, m.Content...)
+	}
+	for _, x := range blocks {
+		if cc, ok := x["cache_control"].(map[string]any); ok {
+			ttl, _ := cc["ttl"].(string)
+			if ttl == "" {
+				ttl = "5m"
+			}
+			ttls = append(ttls, ttl)
+		}
+	}
+	return system, ttls
+}
+
+// TestSharedPrefixAndTail: the system prompt's shared part carries the
+// breakpoint; the tail (who the agent is) follows outside the cached
+// prefix, so two teammates of one role share the cache entry.
+func TestSharedPrefixAndTail(t *testing.T) {
+	srv := fakeapitest.StartTest(t, "rules:\n  - times: 0\n    reply: [{text: ok}]\n")
+	p, _ := newProvider(t, srv, nil)
+	shared := strings.Repeat("How the team works. ", 400) // about 2000 tokens
+	var got []llm.Usage
+	for _, name := range []string{"alice", "bob"} {
+		req := userReq("work on " + name + "'s task")
+		req.Model = "claude-sonnet-4-5"
+		req.System = shared
+		req.SystemTail = "You are teammate '" + name + "' (dev) in team 't'."
+		resp, err := llm.Collect(p.Stream(context.Background(), req), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, resp.Usage)
+	}
+	recs := srv.Requests()
+	system, ttls := breakpoints(t, recs[1].Body)
+	if diff := cmp.Diff([]string{shared, "You are teammate 'bob' (dev) in team 't'."}, system); diff != "" {
+		t.Errorf("system blocks (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"5m", "5m", "5m"}, ttls); diff != "" {
+		t.Errorf("breakpoints (-want +got):\n%s", diff)
+	}
+	if recs[0].Agent != "alice" || recs[1].Agent != "bob" {
+		t.Errorf("the fake named the agents %q and %q", recs[0].Agent, recs[1].Agent)
+	}
+	if got[0].CacheReadTokens != 0 || got[0].CacheWriteTokens == 0 {
+		t.Errorf("alice's first call %+v: want the shared prefix written", got[0])
+	}
+	if got[1].CacheReadTokens != int64(recs[0].Cache[1].Tokens) {
+		t.Errorf("bob's first call %+v: want alice's tools+system prefix (%d tokens) read", got[1], recs[0].Cache[1].Tokens)
+	}
+}
+
+func TestCacheTTL(t *testing.T) {
+	srv := fakeapitest.StartTest(t, "rules:\n  - times: 0\n    reply: [{text: ok}]\n")
+	p, _ := newProvider(t, srv, nil)
+	req := userReq("idle a while")
+	req.Model = "claude-sonnet-4-5"
+	req.System = strings.Repeat("Stable instructions. ", 400)
+	req.CacheTTL = llm.CacheTTL1h
+	resp, err := llm.Collect(p.Stream(context.Background(), req), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ttls := breakpoints(t, srv.Requests()[0].Body)
+	// Longer lifetimes must come first, so all of them are an hour.
+	if diff := cmp.Diff([]string{"1h", "1h", "1h"}, ttls); diff != "" { // one turn: no previous one to mark
+		t.Errorf("breakpoints (-want +got):\n%s", diff)
+	}
+	if u := resp.Usage; u.CacheWrite1hTokens == 0 || u.CacheWrite1hTokens != u.CacheWriteTokens {
+		t.Errorf("usage %+v: want every write at the 1-hour lifetime", u)
+	}
+
+	req.CacheTTL = "2h"
+	if _, err := llm.Collect(p.Stream(context.Background(), req), nil); !errors.Is(err, llm.ErrInvalidRequest) {
+		t.Errorf("ttl 2h: got %v, want ErrInvalidRequest", err)
+	}
+}
+
+// TestLongTurnStillReadsThePreviousCall: a reply with a dozen tool calls
+// and their results adds more blocks than the cache looks back over; the
+// breakpoint on the previous call's last turn still finds its entry.
+func TestLongTurnStillReadsThePreviousCall(t *testing.T) {
+	srv := fakeapitest.StartTest(t, "rules:\n  - times: 0\n    reply: [{text: ok}]\n")
+	p, _ := newProvider(t, srv, nil)
+	req := userReq("do many things")
+	req.Model = "claude-sonnet-4-5"
+	req.System = strings.Repeat("Stable instructions. ", 400)
+	first, err := llm.Collect(p.Stream(context.Background(), req), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uses, results []llm.Block
+	for i := range 12 {
+		id := fmt.Sprintf("toolu_%d", i)
+		uses = append(uses, llm.Block{Type: llm.BlockToolUse, ID: id, Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)})
+		results = append(results, llm.ToolResultBlock(id, "file.go", false))
+	}
+	req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Content: uses}, llm.Message{Role: llm.RoleUser, Content: results})
+	second, err := llm.Collect(p.Stream(context.Background(), req), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := first.Usage.CacheWriteTokens; second.Usage.CacheReadTokens != want {
+		t.Errorf("second call read %d tokens, want all %d the first cached", second.Usage.CacheReadTokens, want)
 	}
 }

@@ -26,10 +26,16 @@ type (
 		Usage        wireUsage   `json:"usage"`
 	}
 	wireUsage struct {
-		InputTokens              int `json:"input_tokens"`
-		OutputTokens             int `json:"output_tokens"`
-		CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
-		CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+		InputTokens              int                `json:"input_tokens"`
+		OutputTokens             int                `json:"output_tokens"`
+		CacheCreationInputTokens int                `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     int                `json:"cache_read_input_tokens"`
+		CacheCreation            *wireCacheCreation `json:"cache_creation,omitempty"`
+	}
+	// wireCacheCreation splits cache_creation_input_tokens by lifetime.
+	wireCacheCreation struct {
+		Ephemeral5m int `json:"ephemeral_5m_input_tokens"`
+		Ephemeral1h int `json:"ephemeral_1h_input_tokens"`
 	}
 	// wireBlock is a content block; MarshalJSON writes only its kind's fields.
 	wireBlock struct {
@@ -123,6 +129,16 @@ func buildMessage(r *rule, vs vars, model, idPrefix string, n, requestBytes int)
 		CacheReadInputTokens:     pick(u.CacheReadInputTokens, 0),
 	}
 	return msg, nil
+}
+
+// recorded is u as Recorded.Usage shows it.
+func (u wireUsage) recorded() Usage {
+	r := Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadInputTokens: u.CacheReadInputTokens,
+		CacheCreationInputTokens: u.CacheCreationInputTokens, Ephemeral5mInputTokens: u.CacheCreationInputTokens}
+	if cc := u.CacheCreation; cc != nil {
+		r.Ephemeral5mInputTokens, r.Ephemeral1hInputTokens = cc.Ephemeral5m, cc.Ephemeral1h
+	}
+	return r
 }
 
 func pick(p *int, def int) int {

@@ -19,7 +19,7 @@ import (
 // DefaultAgentPattern finds the agent's name in a system prompt such as
 // "You are 'team-lead', ..." or "You are teammate 'alice' (backend) in team
 // 'x'": group 1 of its first match is the name.
-const DefaultAgentPattern = `You are [^']*'([^']+)'`
+const DefaultAgentPattern = `You are (?:teammate )?'([^']+)'`
 
 // FaultKind names a failure the server can inject in place of a reply.
 type FaultKind string
@@ -129,6 +129,12 @@ type (
 		CacheCreationInputTokens *int `yaml:"cache_creation_input_tokens"`
 	}
 )
+
+// set reports whether the script fixed any usage figure: then the rule's
+// usage is the script's, not the prompt cache simulation's.
+func (u usageSpec) set() bool {
+	return u.InputTokens != nil || u.OutputTokens != nil || u.CacheReadInputTokens != nil || u.CacheCreationInputTokens != nil
+}
 
 var (
 	toolNameRE  = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)

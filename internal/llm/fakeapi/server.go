@@ -3,7 +3,6 @@ package fakeapi
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,6 +31,18 @@ type Options struct {
 	// and benchmarks of long replies); by default a block streams in about
 	// fifty deltas.
 	DeltaBytes int
+
+	// NoPromptCache turns the prompt cache simulation off: every call is
+	// billed as plain input, cache fields 0 (what a server without
+	// caching, or a request without cache_control, costs).
+	NoPromptCache bool
+	// Clock is the server's clock for the prompt cache's lifetimes
+	// (default time.Now): a seam for tests.
+	Clock func() time.Time
+	// CacheClockScale speeds the cache's clock up: at 60, a real second
+	// is a simulated minute, so a 5-minute lifetime ends after 5 seconds.
+	// 0 means 1.
+	CacheClockScale float64
 }
 
 // Recorded is one POST /v1/messages as the server saw it.
@@ -46,6 +57,21 @@ type Recorded struct {
 	Status int
 	Rule   int    // index of the rule that answered, -1 for none (fallback, error, fault)
 	Fault  string // the kind of fault injected, "" for none
+	// Usage is what the answer reported (zero for a refused call).
+	Usage Usage
+	// Cache is what each cache breakpoint of the call did (nil with the
+	// simulation off or for a refused call).
+	Cache []CachePoint
+}
+
+// Usage is the usage an answer reported, as the API's usage object has it.
+type Usage struct {
+	InputTokens              int
+	OutputTokens             int
+	CacheReadInputTokens     int
+	CacheCreationInputTokens int // 5-minute and 1-hour writes together
+	Ephemeral5mInputTokens   int
+	Ephemeral1hInputTokens   int
 }
 
 // Server is the fake API. It is an [http.Handler]; [Server.Start] also
@@ -68,6 +94,9 @@ type Server struct {
 	onRecord  func(Recorded) // test seam: called when a call is finished
 
 	serving fakescript.Serving
+
+	cache promptCache
+	clock simClock
 }
 
 // New returns a server that answers by script s.
@@ -84,7 +113,22 @@ func New(s *Script, opt Options) *Server {
 	for n, f := range s.faults {
 		srv.faults[n] = f
 	}
+	srv.clock = simClock{now: opt.Clock, scale: opt.CacheClockScale}
+	if srv.clock.now == nil {
+		srv.clock.now = time.Now
+	}
+	if srv.clock.scale <= 0 {
+		srv.clock.scale = 1
+	}
+	srv.clock.start = srv.clock.now()
 	return srv
+}
+
+// CacheEntries lists the live entries of the simulated prompt cache, the
+// longest prefix first: what each holds, how often it was written and
+// read, and by which agents.
+func (s *Server) CacheEntries() []CacheEntry {
+	return s.cache.snapshot(s.clock.at())
 }
 
 // Start listens on addr (such as "127.0.0.1:0") and serves in a goroutine
@@ -175,15 +219,13 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, c, http.StatusBadRequest, "invalid_request_error", "could not read request body: "+err.Error())
 		return
 	}
-	// What the recording shows even for a request that is then refused.
-	var peek struct {
-		Stream bool `json:"stream"`
-		System any  `json:"system"`
-	}
-	if json.Unmarshal(body, &peek) == nil {
-		c.rec.Stream = peek.Stream
-		sys, _ := (&validator{}).system(peek.System)
-		c.rec.Agent = s.agentOf(sys)
+	// The body is decoded once: what the recording shows even for a
+	// request that is then refused is read from the same value that is
+	// validated below.
+	raw, decodeErr := decode(body)
+	if obj, ok := raw.(map[string]any); ok {
+		c.rec.Stream, _ = obj["stream"].(bool)
+		c.rec.Agent = s.agentIn(obj["system"])
 	}
 
 	if !hasKey(r.Header) {
@@ -198,7 +240,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		s.fault(w, r, c, fault)
 		return
 	}
-	req, err := validate(body)
+	req, err := validateDecoded(raw, decodeErr)
 	if err != nil {
 		s.fail(w, c, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
@@ -218,6 +260,19 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, c, http.StatusInternalServerError, "api_error", "fakeapi: "+err.Error())
 		return
 	}
+	if !s.opt.NoPromptCache {
+		// The cache is kept for the model the request named, whatever
+		// the script's model says the answer came from.
+		cu := s.cache.use(req.model, c.rec.Agent, blocksOf(req.body), msg.Usage.InputTokens, s.clock.at())
+		c.rec.Cache = cu.Points
+		if !rl.usage.set() { // a script's own figures win
+			msg.Usage.InputTokens = cu.Input
+			msg.Usage.CacheReadInputTokens = cu.Read
+			msg.Usage.CacheCreationInputTokens = cu.Write5m + cu.Write1h
+			msg.Usage.CacheCreation = &wireCacheCreation{Ephemeral5m: cu.Write5m, Ephemeral1h: cu.Write1h}
+		}
+	}
+	c.rec.Usage = msg.Usage.recorded()
 	if !s.wait(r, c, rl.latency) {
 		return
 	}
@@ -271,8 +326,22 @@ func (s *Server) choose(req *request, n int, agent string, consume bool) (int, *
 	return -1, &s.script.fallback, vs
 }
 
-func (s *Server) agentOf(system string) string {
-	return fakescript.AgentOf(s.script.agentRE, system)
+// agentIn finds the agent's name in a request's system prompt. The blocks
+// are searched last first: the identity line comes after the prefix that
+// agents of one role share (and that may quote anything).
+func (s *Server) agentIn(system any) string {
+	if blocks, ok := system.([]any); ok {
+		for i := len(blocks) - 1; i >= 0; i-- {
+			b, _ := blocks[i].(map[string]any)
+			text, _ := b["text"].(string)
+			if name := fakescript.AgentOf(s.script.agentRE, text); name != "" {
+				return name
+			}
+		}
+		return ""
+	}
+	sys, _ := system.(string)
+	return fakescript.AgentOf(s.script.agentRE, sys)
 }
 
 func hasKey(h http.Header) bool {
@@ -427,8 +496,10 @@ func (s *Server) finish(c *call) {
 		if c.rec.Rule >= 0 {
 			rule = strconv.Itoa(c.rec.Rule)
 		}
-		s.opt.Logf("fakeapi: call %d agent=%q stream=%t rule=%s status=%d fault=%q in %s",
-			c.rec.N, c.rec.Agent, c.rec.Stream, rule, c.rec.Status, c.rec.Fault, time.Since(c.start).Round(time.Microsecond))
+		u := c.rec.Usage
+		s.opt.Logf("fakeapi: call %d agent=%q stream=%t rule=%s status=%d fault=%q in %s input=%d cache_read=%d cache_write=%d",
+			c.rec.N, c.rec.Agent, c.rec.Stream, rule, c.rec.Status, c.rec.Fault, time.Since(c.start).Round(time.Microsecond),
+			u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens)
 	}
 	if hook != nil {
 		hook(c.rec)

@@ -16,6 +16,9 @@ type request struct {
 	stream   bool
 	system   string // text of the system prompt, blocks joined by "\n"
 	lastUser string // text of the latest user message (see userText)
+	// body is the decoded request, for the prompt cache's walk over its
+	// tools, system blocks and messages.
+	body map[string]any
 }
 
 // maxCacheControl is how many blocks may carry cache_control in a request.
@@ -26,6 +29,12 @@ var blockTypes = []string{"text", "image", "tool_use", "tool_result", "thinking"
 // validate checks body the way the Messages API does and returns the first
 // problem as the message of a 400 invalid_request_error.
 func validate(body []byte) (*request, error) {
+	return validateDecoded(decode(body))
+}
+
+// decode parses a request body once, numbers kept as written; the server
+// peeks at the result before validating it.
+func decode(body []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var raw any
@@ -35,11 +44,19 @@ func validate(body []byte) (*request, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("request body is not valid JSON: data after the top-level value")
 	}
+	return raw, nil
+}
+
+// validateDecoded is validate on what decode returned.
+func validateDecoded(raw any, decodeErr error) (*request, error) {
+	if decodeErr != nil {
+		return nil, decodeErr
+	}
 	obj, ok := raw.(map[string]any)
 	if !ok {
 		return nil, errors.New("request body must be a JSON object")
 	}
-	req := &request{}
+	req := &request{body: obj}
 	v := validator{}
 
 	switch m := obj["model"].(type) {
@@ -96,18 +113,33 @@ func validate(body []byte) (*request, error) {
 	if v.cacheControls > maxCacheControl {
 		return nil, fmt.Errorf("A maximum of %d blocks with cache_control may be provided. Found %d.", maxCacheControl, v.cacheControls)
 	}
+	if v.cacheErr != nil {
+		return nil, v.cacheErr
+	}
+	if err := checkTTLOrder(obj); err != nil {
+		return nil, err
+	}
 	return req, nil
 }
 
 // validator carries what is counted across the whole request.
 type validator struct {
 	cacheControls int
+	cacheErr      error // the first malformed cache_control
 	toolUseIDs    map[string]bool
 }
 
 func (v *validator) countCache(m map[string]any) {
-	if cc, ok := m["cache_control"]; ok && cc != nil {
-		v.cacheControls++
+	cc, ok := m["cache_control"]
+	if !ok || cc == nil {
+		return
+	}
+	v.cacheControls++
+	if v.cacheErr != nil {
+		return
+	}
+	if _, err := cacheTTL(cc); err != nil {
+		v.cacheErr = err
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 // "You are 'team-lead', ..." or "You are teammate 'alice' (backend) in team
 // 'x'": group 1 of its first match is the name. It is fakeapi's pattern, so
 // one script idea serves both fakes.
-const DefaultAgentPattern = `You are [^']*'([^']+)'`
+const DefaultAgentPattern = `You are (?:teammate )?'([^']+)'`
 
 // FaultKind names a failure the server can inject in place of a reply.
 type FaultKind string

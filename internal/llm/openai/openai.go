@@ -427,8 +427,8 @@ func buildParams(req *llm.Request, defaultModel string) (sdk.ChatCompletionNewPa
 		params.MaxTokens = sdk.Int(int64(req.MaxTokens))
 	}
 	params.StreamOptions = sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)}
-	if req.System != "" {
-		params.Messages = append(params.Messages, sdk.SystemMessage(req.System))
+	if sys := req.SystemText(); sys != "" {
+		params.Messages = append(params.Messages, sdk.SystemMessage(sys))
 	}
 	for _, t := range req.Tools {
 		fn := shared.FunctionDefinitionParam{Name: t.Name}

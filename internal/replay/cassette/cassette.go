@@ -52,6 +52,10 @@ type Request struct {
 	Messages  []llm.Message  `json:"messages"`
 	Tools     []llm.ToolSpec `json:"tools"`
 	MaxTokens int            `json:"max_tokens"`
+	// SystemTail and CacheTTL are sent too (llm.Request); empty in
+	// recordings made before they existed.
+	SystemTail string       `json:"system_tail,omitempty"`
+	CacheTTL   llm.CacheTTL `json:"cache_ttl,omitempty"`
 }
 
 // Response is what a cassette keeps of an llm.Response.
@@ -207,7 +211,8 @@ func (c *Cassette) parseLine(n int, line []byte, header, last bool) error {
 // requestOf is the recorded form of req; nil lists become empty ones so
 // that a request and its recording compare equal.
 func requestOf(req *llm.Request) Request {
-	r := Request{Model: req.Model, System: req.System, Messages: req.Messages, Tools: req.Tools, MaxTokens: req.MaxTokens}
+	r := Request{Model: req.Model, System: req.System, Messages: req.Messages, Tools: req.Tools, MaxTokens: req.MaxTokens,
+		SystemTail: req.SystemTail, CacheTTL: req.CacheTTL}
 	if r.Messages == nil {
 		r.Messages = []llm.Message{}
 	}

@@ -1,0 +1,386 @@
+package fakeapi
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The prompt cache, simulated as the Messages API documents it:
+//
+//   - The request is read as one sequence of blocks: tools, then system
+//     blocks, then the content blocks of each message. A block carrying
+//     cache_control is a breakpoint; the prefix up to and including it is
+//     what gets cached, per model.
+//   - An entry lives 5 minutes ("ttl": "5m", the default) or an hour
+//     ("ttl": "1h") from its last use: every read refreshes it.
+//   - A request reads the longest cached prefix found at one of its
+//     breakpoints or at a block boundary up to lookback blocks before one;
+//     each breakpoint past that prefix writes a new entry, billed for the
+//     tokens between the previous cached point and itself at its own ttl,
+//     if the whole prefix reaches the model's minimum cacheable length.
+//   - input_tokens is the rest: the tokens after the last cached point.
+//
+// Tokens are the fake's usual estimate, four bytes of JSON a token, so the
+// three figures add up to the input_tokens the fake reports with caching
+// off.
+
+// Cache lifetimes.
+const (
+	TTL5m = 5 * time.Minute
+	TTL1h = time.Hour
+)
+
+// lookback is how many blocks before a breakpoint are also checked for a
+// hit (the API documents "about 20").
+const lookback = 20
+
+// minCacheable lists the minimum cacheable prefix of model families, by
+// model name prefix; the longest matching prefix wins and other models
+// take defaultMinCacheable.
+var minCacheable = map[string]int{
+	"claude-opus-4-5":  4096,
+	"claude-opus-4-6":  4096,
+	"claude-haiku-4-5": 4096,
+	"claude-3-5-haiku": 2048,
+	"claude-3-haiku":   2048,
+}
+
+const defaultMinCacheable = 1024
+
+// MinCacheableTokens returns the minimum cacheable prefix of model, in
+// tokens: shorter prefixes are never cached.
+func MinCacheableTokens(model string) int {
+	best, n := "", defaultMinCacheable
+	for prefix, tokens := range minCacheable {
+		if strings.HasPrefix(model, prefix) && len(prefix) > len(best) {
+			best, n = prefix, tokens
+		}
+	}
+	return n
+}
+
+// cacheTTL reads one cache_control value.
+func cacheTTL(cc any) (time.Duration, error) {
+	m, ok := cc.(map[string]any)
+	if !ok {
+		return 0, errors.New("cache_control: Input should be a valid dictionary")
+	}
+	if m["type"] != "ephemeral" {
+		return 0, fmt.Errorf("cache_control.type: Input should be 'ephemeral', got %s", jsonText(m["type"]))
+	}
+	switch t := m["ttl"].(type) {
+	case nil:
+		return TTL5m, nil
+	case string:
+		switch t {
+		case "5m":
+			return TTL5m, nil
+		case "1h":
+			return TTL1h, nil
+		}
+	}
+	return 0, fmt.Errorf("cache_control.ttl: Input should be '5m' or '1h', got %s", jsonText(m["ttl"]))
+}
+
+// checkTTLOrder refuses a 1-hour breakpoint after a 5-minute one: the API
+// requires longer lifetimes first.
+func checkTTLOrder(body map[string]any) error {
+	var prev time.Duration
+	for _, b := range blocksOf(body) {
+		if b.ttl == 0 {
+			continue
+		}
+		if b.ttl > prev && prev != 0 {
+			return fmt.Errorf("%s: a cache_control with ttl '1h' must not come after one with ttl '5m' (longer lifetimes first: tools, then system, then messages)", b.path)
+		}
+		prev = b.ttl
+	}
+	return nil
+}
+
+// cacheBlock is one block of the request in cache order.
+type cacheBlock struct {
+	path  string         // "tools.2", "system.0", "messages.3.content.1"
+	role  string         // a message's role, on the first block of each message
+	value any            // the block as decoded
+	ttl   time.Duration  // 0: not a breakpoint
+	owner map[string]any // the object holding cache_control, nil for a string
+}
+
+// blocksOf lists a valid request's blocks in the order the cache reads
+// them.
+func blocksOf(body map[string]any) []cacheBlock {
+	var out []cacheBlock
+	add := func(path, role string, v any) {
+		b := cacheBlock{path: path, role: role, value: v}
+		if m, ok := v.(map[string]any); ok {
+			b.owner = m
+			if cc, ok := m["cache_control"]; ok && cc != nil {
+				b.ttl, _ = cacheTTL(cc)
+			}
+		}
+		out = append(out, b)
+	}
+	tools, _ := body["tools"].([]any)
+	for i, t := range tools {
+		add(fmt.Sprintf("tools.%d", i), "", t)
+	}
+	switch sys := body["system"].(type) {
+	case string:
+		add("system", "", sys)
+	case []any:
+		for i, b := range sys {
+			add(fmt.Sprintf("system.%d", i), "", b)
+		}
+	}
+	msgs, _ := body["messages"].([]any)
+	for i, e := range msgs {
+		m, _ := e.(map[string]any)
+		role, _ := m["role"].(string)
+		switch c := m["content"].(type) {
+		case string:
+			add(fmt.Sprintf("messages.%d.content", i), role, c)
+		case []any:
+			for j, b := range c {
+				r := ""
+				if j == 0 {
+					r = role
+				}
+				add(fmt.Sprintf("messages.%d.content.%d", i, j), r, b)
+			}
+		}
+	}
+	return out
+}
+
+// prefixPoint is the cache's view of the prefix ending at one block.
+type prefixPoint struct {
+	key    string // model + hash of the prefix, cache_control left out
+	tokens int    // estimated tokens of the prefix
+	ttl    time.Duration
+}
+
+// prefixes hashes every prefix of blocks. cache_control is left out of the
+// hash, so moving a breakpoint does not change what it marks.
+func prefixes(model string, blocks []cacheBlock) []prefixPoint {
+	h := sha256.New()
+	h.Write([]byte(model))
+	out := make([]prefixPoint, len(blocks))
+	size := 0
+	for i, b := range blocks {
+		data := canonical(b)
+		size += len(data)
+		if b.role != "" {
+			fmt.Fprintf(h, "\x00message:%s", b.role)
+		}
+		fmt.Fprintf(h, "\x00%s\x00", strings.SplitN(b.path, ".", 2)[0])
+		h.Write(data)
+		out[i] = prefixPoint{key: hex.EncodeToString(h.Sum(nil)), tokens: size / 4, ttl: b.ttl}
+	}
+	return out
+}
+
+// canonical is a block's JSON without its cache_control, keys sorted.
+func canonical(b cacheBlock) []byte {
+	v := b.value
+	if b.owner != nil {
+		if _, ok := b.owner["cache_control"]; ok {
+			c := make(map[string]any, len(b.owner))
+			for k, x := range b.owner {
+				if k != "cache_control" {
+					c[k] = x
+				}
+			}
+			v = c
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // decoded from JSON: encodes back
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// CachePoint is what one breakpoint of a call did in the simulated cache.
+type CachePoint struct {
+	// Key identifies the prefix (model and bytes up to the breakpoint):
+	// two calls with the same key share one cache entry.
+	Key string
+	// Path is the breakpoint's block: "tools.3", "system.0",
+	// "messages.2.content.1".
+	Path   string
+	Tokens int           // tokens of the whole prefix
+	TTL    time.Duration // what the breakpoint asked for
+	Read   bool          // the prefix was read from the cache
+	Write  bool          // the call wrote it to the cache
+}
+
+// CacheUsage is how a call was billed by the simulated cache.
+type CacheUsage struct {
+	Input   int // tokens after the last cached point
+	Read    int // tokens read from the cache
+	Write5m int // tokens written with a 5-minute lifetime
+	Write1h int // tokens written with a 1-hour lifetime
+	Points  []CachePoint
+}
+
+// CacheEntry is one live entry of the simulated cache.
+type CacheEntry struct {
+	Key     string
+	Model   string
+	Tokens  int
+	TTL     time.Duration
+	Expires time.Time // on the simulated clock
+	Writes  int       // times the prefix was written (the first time, and again after each expiry)
+	Reads   int       // calls that read it
+	Agents  []string  // agents whose calls wrote or read it, sorted
+}
+
+// promptCache is the server's simulated cache.
+type promptCache struct {
+	mu      sync.Mutex
+	entries map[string]*cacheEntry
+}
+
+type cacheEntry struct {
+	CacheEntry
+	agents map[string]bool
+}
+
+// use bills a call at simulated time now and updates the cache: total is
+// the input the call would cost uncached.
+func (c *promptCache) use(model, agent string, blocks []cacheBlock, total int, now time.Time) CacheUsage {
+	pts := prefixes(model, blocks)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[string]*cacheEntry{}
+	}
+	// An expired entry stays in the map, as absent, so that a prefix
+	// written again keeps its counts.
+	live := func(key string) *cacheEntry {
+		e := c.entries[key]
+		if e == nil || !now.Before(e.Expires) {
+			return nil
+		}
+		return e
+	}
+	var bps []int
+	for i, p := range pts {
+		if p.ttl > 0 {
+			bps = append(bps, i)
+		}
+	}
+	// The longest cached prefix at or shortly before a breakpoint.
+	hit := -1
+	for _, bp := range bps {
+		for j := bp; j >= 0 && j >= bp-lookback && j > hit; j-- {
+			if live(pts[j].key) != nil {
+				hit = j
+				break
+			}
+		}
+	}
+	var u CacheUsage
+	covered := 0
+	refresh := func(e *cacheEntry, ttl time.Duration) {
+		// Every read restarts the lifetime; a longer one asked for now is
+		// kept from now on.
+		e.TTL = max(e.TTL, ttl)
+		e.Expires = now.Add(e.TTL)
+		e.Reads++
+		e.agents[agent] = true
+	}
+	if hit >= 0 {
+		covered = pts[hit].tokens
+		u.Read = covered
+		refresh(c.entries[pts[hit].key], pts[hit].ttl)
+	}
+	minTokens := MinCacheableTokens(model)
+	for _, bp := range bps {
+		p := pts[bp]
+		cp := CachePoint{Key: p.key, Path: blocks[bp].path, Tokens: p.tokens, TTL: p.ttl}
+		switch {
+		case bp <= hit:
+			cp.Read = true
+			if e := live(p.key); e != nil && bp < hit {
+				refresh(e, p.ttl)
+			}
+		case p.tokens <= covered:
+			// Nothing new before it (empty blocks): nothing to write.
+		case p.tokens < minTokens:
+			// Too short to cache: billed as input, or as part of a later
+			// breakpoint's write.
+		default:
+			seg := p.tokens - covered
+			if p.ttl >= TTL1h {
+				u.Write1h += seg
+			} else {
+				u.Write5m += seg
+			}
+			covered = p.tokens
+			cp.Write = true
+			e := c.entries[p.key]
+			if e == nil {
+				e = &cacheEntry{CacheEntry: CacheEntry{Key: p.key, Model: model, Tokens: p.tokens}, agents: map[string]bool{}}
+				c.entries[p.key] = e
+			}
+			e.TTL, e.Expires = p.ttl, now.Add(p.ttl)
+			e.Writes++
+			e.agents[agent] = true
+		}
+		u.Points = append(u.Points, cp)
+	}
+	u.Input = max(0, total-u.Read-u.Write5m-u.Write1h)
+	return u
+}
+
+// snapshot lists the live entries at now, longest prefix first.
+func (c *promptCache) snapshot(now time.Time) []CacheEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []CacheEntry
+	for _, e := range c.entries {
+		if !now.Before(e.Expires) {
+			continue
+		}
+		ce := e.CacheEntry
+		ce.Agents = nil
+		for a := range e.agents {
+			ce.Agents = append(ce.Agents, a)
+		}
+		sort.Strings(ce.Agents)
+		out = append(out, ce)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Tokens != out[j].Tokens {
+			return out[i].Tokens > out[j].Tokens
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out
+}
+
+// simClock is the server's clock for the cache: the real (or injected)
+// clock, sped up by scale from the server's start.
+type simClock struct {
+	now   func() time.Time
+	scale float64
+	start time.Time
+}
+
+func (k simClock) at() time.Time {
+	t := k.now()
+	if k.scale == 1 {
+		return t
+	}
+	return k.start.Add(time.Duration(float64(t.Sub(k.start)) * k.scale))
+}
