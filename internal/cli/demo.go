@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
+	"github.com/troupe-dev/troupe/internal/teamevent"
 )
 
 // demoGoal is what the demo's lead is asked.
@@ -275,8 +276,10 @@ func (t *timeline) teamEvent(e store.Event) {
 	case "task_create":
 		t.line(e.Agent, "adds task #%s: %s", f("task"), f("subject"))
 	case "task_update":
-		if deps, ok := e.Fields["add_blocked_by"].([]string); ok {
-			t.line(e.Agent, "task #%s waits for #%s", f("task"), strings.Join(deps, ", #"))
+		if env, err := teamevent.Decode(e); err == nil {
+			if u, ok := env.Event.(teamevent.TaskUpdate); ok && len(u.AddBlockedBy) > 0 {
+				t.line(e.Agent, "task #%s waits for #%s", f("task"), strings.Join(u.AddBlockedBy, ", #"))
+			}
 		}
 	case "spawn":
 		extra := ""

@@ -398,7 +398,8 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 		if err != nil {
 			return cfg, err
 		}
-		cfg.AgentCommand = []string{exe, "agent", "--workspace", e.dir, "--state-dir", e.stateDir}
+		// The team appends each teammate's --workspace (its Placement).
+		cfg.AgentCommand = []string{exe, "agent", "--state-dir", e.stateDir}
 		if e.snapshotPath != "" {
 			cfg.AgentCommand = append(cfg.AgentCommand, "--settings-snapshot", e.snapshotPath, "--settings-snapshot-sha256", e.snapshotSum)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/shell"
 	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/teamevent"
 	"github.com/troupe-dev/troupe/internal/tool"
 )
 
@@ -249,13 +250,13 @@ func (r *Rules) recordHistory(ros store.Roster) {
 }
 
 // recordDecision journals a permission decision.
-func recordDecision(j func(ctx context.Context, typ string, fields map[string]any), name string) func(context.Context, agent.Call, permission.Verdict, agent.Decision) {
+func recordDecision(j func(ctx context.Context, ev teamevent.Event), name string) func(context.Context, agent.Call, permission.Verdict, agent.Decision) {
 	return func(ctx context.Context, call agent.Call, v permission.Verdict, d agent.Decision) {
 		if v.Effect == permission.Allow && v.Rule == "" {
 			return // the mode's plain default: nothing worth a journal line
 		}
-		j(ctx, "permission_check", map[string]any{"member": name, "tool": call.Name, "effect": string(v.Effect),
-			"rule": v.Rule, "source": v.Source, "reason": v.Reason, "allowed": d.Allow})
+		j(ctx, teamevent.PermissionCheck{Member: name, Tool: call.Name, Effect: string(v.Effect),
+			Rule: v.Rule, Source: v.Source, Reason: v.Reason, Allowed: d.Allow})
 	}
 }
 

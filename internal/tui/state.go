@@ -189,10 +189,6 @@ func (s *state) agentEvent(ev agent.Event, now time.Time) {
 		if ev.Agent == store.LeadName {
 			s.activity, s.actSince = "retrying", now
 		}
-	case agent.EventDelivered:
-		if ev.Agent == store.LeadName && !s.demo {
-			s.fromTeam(team.DeliveredMessages(ev.Blocks))
-		}
 	}
 }
 
