@@ -266,11 +266,18 @@ func (s *Session) checkBudget() error {
 		return nil
 	}
 	s.mu.Lock()
-	if s.cur.budget == nil || s.cur.budget.t != t {
-		s.cur.budget = newBudgets(t, s.cfg.Workspace.Dir())
-	}
 	b := s.cur.budget
 	s.mu.Unlock()
+	if b == nil || b.t != t {
+		// Made without the lock: it reads the workspace's prices.
+		made := newBudgets(t, s.cfg.Workspace.Dir())
+		s.mu.Lock()
+		if s.cur.budget == nil || s.cur.budget.t != t {
+			s.cur.budget = made
+		}
+		b = s.cur.budget
+		s.mu.Unlock()
+	}
 	return b.check(context.Background(), store.LeadName)
 }
 
