@@ -14,11 +14,15 @@ type Env struct {
 	// Workspace is its root: its file tools resolve paths there, its
 	// commands start there, and the roster records it as its cwd.
 	Workspace *tool.Workspace
-	// Rules are its permission rules, hooks, guard and patterns.
+	// Rules are its permission rules, hooks, guard and patterns (nil: the
+	// permission modes only).
 	Rules *Rules
-	// Command launches it as a process (`troupe agent` and its state
-	// flags; --team, --name, --workspace and the key's descriptor are
-	// appended). Empty: it runs as a goroutine of the lead's process.
+	// Command is its launcher in process mode (Config.TeammateMode): the
+	// command line that runs it, `troupe agent` and its state flags, to
+	// which --team, --name, --workspace and the key's descriptor are
+	// appended (a remote machine: a command that runs it there). In
+	// process mode it is required; in-process teammates are goroutines of
+	// the lead's process and ignore it.
 	Command []string
 	// Environ is added to its process's environment.
 	Environ []string

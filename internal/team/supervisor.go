@@ -88,15 +88,18 @@ func (sv *supervisor) envOf(ctx context.Context, t store.Team, name string) (Env
 	if env.Workspace == nil {
 		return Env{}, fmt.Errorf("place teammate %s: no workspace", name)
 	}
+	if sv.cfg.TeammateMode == ModeProcess && len(env.Command) == 0 {
+		return Env{}, fmt.Errorf("place teammate %s: process mode needs a command to launch it", name)
+	}
 	return env, nil
 }
 
-// start runs a roster member in env: as a process when env has a command,
+// start runs a roster member placed in env: as a process in process mode,
 // else as a goroutine.
 func (sv *supervisor) start(t store.Team, name string, env Env) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &handle{name: name, cancel: cancel, done: make(chan struct{})}
-	if len(env.Command) > 0 {
+	if sv.cfg.TeammateMode == ModeProcess {
 		cmd, err := sv.startProcess(t, name, env)
 		if err != nil {
 			cancel()
