@@ -196,7 +196,7 @@ func TestOpenEnvAndSessionConfig(t *testing.T) {
 	}
 	args := cfg.AgentCommand[1:]
 	for _, want := range [][]string{
-		{"agent", "--workspace", ws, "--state-dir", e.StateDir},
+		{"agent", "--state-dir", e.StateDir}, // the team's Placement adds each teammate's --workspace
 		{"--provider", "openai", "--base-url", "http://127.0.0.1:9/v1"},
 		{"--max-turns", "3"},
 		{"--model", "small"},

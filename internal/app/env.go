@@ -447,7 +447,8 @@ func (e *Env) SessionConfig(provider llm.Provider, model string, maxTurns int, f
 		if err != nil {
 			return cfg, err
 		}
-		cfg.AgentCommand = []string{exe, "agent", "--workspace", e.Dir, "--state-dir", e.StateDir}
+		// The team appends each teammate's --workspace (its Placement).
+		cfg.AgentCommand = []string{exe, "agent", "--state-dir", e.StateDir}
 		if e.snapshotPath != "" {
 			cfg.AgentCommand = append(cfg.AgentCommand, "--settings-snapshot", e.snapshotPath, "--settings-snapshot-sha256", e.snapshotSum)
 		}

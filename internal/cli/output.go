@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
+	"github.com/troupe-dev/troupe/internal/teamevent"
 	"github.com/troupe-dev/troupe/internal/usage"
 )
 
@@ -310,20 +311,25 @@ type permissionDenial struct {
 // (permission_check, allowed false): the lead's own come through denied,
 // with its subagents' and the refusals hooks make. o.mu is held.
 func (o *runOutput) teammateDenial(e store.Event) {
-	if e.Type != "permission_check" || e.Field("member") == "" || e.Field("member") == store.LeadName {
+	if e.Type != (teamevent.PermissionCheck{}).Type() {
 		return
 	}
-	if allowed, ok := e.Fields["allowed"].(bool); !ok || allowed {
+	env, err := teamevent.Decode(e)
+	if err != nil {
 		return
 	}
-	in, err := json.Marshal(e.Fields["input"])
-	if err != nil || e.Fields["input"] == nil || !json.Valid(in) {
+	pc := env.Event.(teamevent.PermissionCheck)
+	if pc.Member == "" || pc.Member == store.LeadName || pc.Allowed {
+		return
+	}
+	in := pc.Input
+	if len(in) == 0 || !json.Valid(in) {
 		in = json.RawMessage(`{}`)
 	}
-	o.denials = append(o.denials, permissionDenial{ToolName: permission.ClaudeName(e.Field("tool")), ToolUseID: e.Field("tool_use_id"),
-		ToolInput: in, Reason: e.Field("reason"), Agent: e.Field("member")})
+	o.denials = append(o.denials, permissionDenial{ToolName: permission.ClaudeName(pc.Tool), ToolUseID: pc.ToolUseID,
+		ToolInput: in, Reason: pc.Reason, Agent: pc.Member})
 	if o.cfg.Format == formatText {
-		fmt.Fprintf(o.cfg.Stderr, "troupe: %s's %s was refused: %s\n", e.Field("member"), e.Field("tool"), e.Field("reason"))
+		fmt.Fprintf(o.cfg.Stderr, "troupe: %s's %s was refused: %s\n", pc.Member, pc.Tool, pc.Reason)
 	}
 }
 

@@ -87,15 +87,14 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 	var sess *team.Session
 	cfg.Observe = observeWithTeam(func() *team.Session { return sess }, func(ev agent.Event) {
 		q.push(tui.AgentMsg(ev))
-		// TODO(merge): delete this bridge (team.DeliveredMessages goes away)
-		// and enable the OnDelivered line below; the UI reads no prompt text.
-		if ev.Type == agent.EventDelivered && ev.Agent == store.LeadName {
-			if msgs := team.DeliveredMessages(ev.Blocks); len(msgs) > 0 {
-				q.push(tui.DeliveredMsg{Agent: ev.Agent, Messages: msgs, At: "tool_boundary"})
-			}
-		}
 	})
-	// TODO(merge): cfg.OnDelivered = func(a string, msgs []store.Message, at string) { q.push(tui.DeliveredMsg{Agent: a, Messages: msgs, At: at}) }
+	// What reached the lead, as the messages themselves: the UI shows them
+	// verbatim and reads no prompt text.
+	cfg.OnDelivered = func(a string, msgs []store.Message, at string) {
+		if a == store.LeadName {
+			q.push(tui.DeliveredMsg{Agent: a, Messages: msgs, At: at})
+		}
+	}
 	cfg.OnEvent = func(ev store.Event) { q.push(tui.TeamMsg(ev)) }
 	cfg.HumanRequests = func(m store.Message) bool { q.push(tui.RequestMsg(m)); return true }
 	asker := newLeadAsker(func(m store.Message) { q.push(tui.RequestMsg(m)) })

@@ -37,14 +37,24 @@ func newBudgets(t store.Team, workspace string) *budgets {
 	return &budgets{t: t, workspace: workspace, prices: prices, spent: map[string]usage.Tokens{}}
 }
 
-// refresh adds the usage journaled since the last look.
+// refresh adds the usage journaled since the last look. The journal is
+// read without the lock (none is held across a store call); of two
+// refreshes from the same offset, one is counted.
 func (b *budgets) refresh(ctx context.Context) {
-	evs, next, err := b.t.Journal().ReadAfter(ctx, b.off)
+	b.mu.Lock()
+	off := b.off
+	b.mu.Unlock()
+	evs, next, err := b.t.Journal().ReadAfter(ctx, off)
 	if err != nil {
 		return
 	}
-	b.off = next
 	r := usage.Tally("", evs, b.prices)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.off != off {
+		return
+	}
+	b.off = next
 	for name, tok := range r.ByAgent {
 		cur := b.spent[name]
 		cur.Calls += tok.Calls
@@ -85,9 +95,9 @@ func (b *budgets) check(ctx context.Context, agent string) error {
 	if own == (usage.Limit{}) && limits.Team == (usage.Limit{}) {
 		return nil
 	}
+	b.refresh(ctx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.refresh(ctx)
 	if why, over := own.Exceeded(b.spent[agent]); over {
 		return fmt.Errorf("%w: %s (%s)", ErrBudget, agent, why)
 	}

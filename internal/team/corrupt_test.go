@@ -32,7 +32,7 @@ func TestCorruptTaskKeepsTeamFromDone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := &Session{awaiting: map[string]string{}}
+	s := &Session{proto: newProtocol()}
 	if got, err := s.assess(ctx, tm); err != nil || !got.done {
 		t.Fatalf("state of a finished board = %+v, %v; want done", got, err)
 	}

@@ -10,7 +10,7 @@ import (
 // (teammates in process mode) to the session's OnEvent, as they happen, so
 // a timeline or a tally sees the whole team.
 type follower struct {
-	s    *Session
+	sv   *supervisor
 	t    store.Team
 	off  store.Cursor
 	stop context.CancelFunc
@@ -19,15 +19,15 @@ type follower struct {
 
 // follow starts following t's journal if teammates run as processes and
 // someone listens.
-func (s *Session) follow(t store.Team) {
-	if s.cfg.TeammateMode != ModeProcess || s.cfg.OnEvent == nil {
+func (sv *supervisor) follow(t store.Team) {
+	if sv.cfg.TeammateMode != ModeProcess || sv.cfg.OnEvent == nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &follower{s: s, t: t, stop: cancel, done: make(chan struct{})}
-	s.mu.Lock()
-	s.follower = f
-	s.mu.Unlock()
+	f := &follower{sv: sv, t: t, stop: cancel, done: make(chan struct{})}
+	sv.mu.Lock()
+	sv.follower = f
+	sv.mu.Unlock()
 	go f.run(ctx)
 }
 
@@ -59,17 +59,17 @@ func (f *follower) flush(ctx context.Context) {
 	f.off = next
 	for _, e := range evs {
 		if e.Agent != store.LeadName {
-			f.s.cfg.OnEvent(e)
+			f.sv.cfg.OnEvent(e)
 		}
 	}
 }
 
 // stopFollowing stops the follower after a last flush.
-func (s *Session) stopFollowing() {
-	s.mu.Lock()
-	f := s.follower
-	s.follower = nil
-	s.mu.Unlock()
+func (sv *supervisor) stopFollowing() {
+	sv.mu.Lock()
+	f := sv.follower
+	sv.follower = nil
+	sv.mu.Unlock()
 	if f == nil {
 		return
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/subagent"
+	"github.com/troupe-dev/troupe/internal/teamevent"
 	"github.com/troupe-dev/troupe/internal/tool"
 )
 
@@ -93,9 +94,12 @@ func (s *Session) hookTeam(team, session string) {
 // team_create event kept, else the derived one.
 func resumedSession(evs []store.Event, r store.Roster) string {
 	for _, e := range evs {
-		if e.Type == "team_create" {
-			if id, ok := e.Fields["session_id"].(string); ok && id != "" {
-				return id
+		if e.Type != "team_create" {
+			continue
+		}
+		if env, err := teamevent.Decode(e); err == nil {
+			if c, ok := env.Event.(teamevent.TeamCreate); ok && c.SessionID != "" {
+				return c.SessionID
 			}
 		}
 	}

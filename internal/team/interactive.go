@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"html"
-	"strings"
 	"sync"
 	"time"
 
@@ -282,10 +280,8 @@ func (i *Interactive) fromHuman(ctx context.Context, c command) (wakeup, bool) {
 	}
 	input = append(input, llm.TextBlock(c.text))
 	input = append(input, extra...)
-	if len(i.waker.held) > 0 {
-		input = append(input, messageBlocks(i.waker.held)...)
-		i.waker.held = nil
-	}
+	t, _ := i.s.Team()
+	input = append(input, i.waker.release(ctx, t)...)
 	return wakeup{input: input, why: "human"}, true
 }
 
@@ -304,62 +300,5 @@ func (i *Interactive) report(_ context.Context, wk wake) {
 	if text != i.reported {
 		i.reported = text
 		i.onUpdate(Update{Kind: UpdateTeam, Text: text})
-	}
-}
-
-// DeliveredMessages returns the inbox messages among blocks delivered to an
-// agent at a tool boundary, as they were sent (the reverse of the
-// <teammate-message> rendering); other blocks are skipped. A UI uses it to
-// show the human what teammates told the lead, verbatim.
-func DeliveredMessages(blocks []llm.Block) []store.Message {
-	const open, end = "<teammate-message ", "</teammate-message>"
-	var out []store.Message
-	for _, b := range blocks {
-		s := b.Text
-		if b.Type != llm.BlockText || !strings.HasPrefix(s, open) || !strings.HasSuffix(s, end) {
-			continue
-		}
-		head, body, ok := strings.Cut(strings.TrimSuffix(s[len(open):], end), ">")
-		if !ok {
-			continue
-		}
-		m := store.Message{Content: body}
-		for _, kv := range splitAttrs(head) {
-			switch kv[0] {
-			case "from":
-				m.From = kv[1]
-			case "type":
-				m.Type = kv[1]
-			case "summary":
-				m.Summary = kv[1]
-			case "request_id":
-				m.RequestID = kv[1]
-			case "task_id":
-				m.TaskID = kv[1]
-			case "approve":
-				yes := kv[1] == "true"
-				m.Approve = &yes
-			}
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-// splitAttrs splits `a="x" b="y"` into pairs, unescaping the values.
-func splitAttrs(s string) [][2]string {
-	var out [][2]string
-	for {
-		s = strings.TrimSpace(s)
-		k, rest, ok := strings.Cut(s, `="`)
-		if !ok {
-			return out
-		}
-		v, after, ok := strings.Cut(rest, `"`)
-		if !ok {
-			return out
-		}
-		out = append(out, [2]string{k, html.UnescapeString(v)})
-		s = after
 	}
 }

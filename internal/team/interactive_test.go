@@ -5,12 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
 )
@@ -249,20 +249,61 @@ rules:
 	}
 }
 
-func TestDeliveredMessages(t *testing.T) {
-	yes := true
-	blocks := []llm.Block{
-		llm.TextBlock(`<teammate-message from="alice" type="message" summary="a &amp; &#34;b&#34;">first line
-  second <b>line</b></teammate-message>`),
-		llm.TextBlock(`<teammate-message from="bob" type="permission_request" request_id="perm-1" approve="true">may I?</teammate-message>`),
-		llm.TextBlock("a reminder, not a message"),
+// TestOnDelivered: the messages handed to each model reach
+// Config.OnDelivered as they were sent, with where: the teammate's prompt
+// wakes it (idle), the lead's message arrives during its long tool call
+// (tool_boundary), and the teammate's report wakes the lead (idle).
+func TestOnDelivered(t *testing.T) {
+	type got struct{ Agent, From, Content, At string }
+	var mu sync.Mutex
+	var seen []got
+	f := start(t, `
+rules:
+  - agent: team-lead
+    contains: "Interrupt"
+    reply:
+      - tool_use: {name: TeamCreate, input: {team_name: busy}}
+      - tool_use: {name: Task, input: {team_name: busy, name: worker, description: w, prompt: "Run the long job."}}
+      - tool_use: {name: bash, input: {command: "until [ -f started ]; do sleep 0.01; done; echo worker started"}}
+      - tool_use: {name: SendMessage, input: {recipient: worker, content: "change of plan: use port 9090"}}
+      - tool_use: {name: write_file, input: {path: go, content: "go"}}
+  - agent: team-lead
+    contains: "now on 9090"
+    reply: [{text: "good"}]
+  - agent: team-lead
+    reply: [{text: "sent"}]
+  - agent: worker
+    contains: "Run the long job."
+    reply:
+      - tool_use: {name: bash, input: {command: "touch started; until [ -f go ]; do sleep 0.01; done; echo long job finished"}}
+  - agent: worker
+    contains: "change of plan"
+    reply:
+      - tool_use: {name: SendMessage, input: {recipient: team-lead, content: "now on 9090"}}
+  - agent: worker
+    reply: [{text: "Switched."}]
+`, func(c *team.Config) {
+		c.PermissionMode = team.PermBypass
+		c.OnDelivered = func(agent string, msgs []store.Message, at string) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range msgs {
+				if m.Type == store.TypeIdleNotification {
+					continue // when they reach the lead depends on timing
+				}
+				seen = append(seen, got{agent, m.From, m.Content, at})
+			}
+		}
+	})
+	f.run("Interrupt the worker.")
+	want := []got{
+		{"worker", store.LeadName, "Run the long job.", team.AtIdle},
+		{"worker", store.LeadName, "change of plan: use port 9090", team.AtToolBoundary},
+		{store.LeadName, "worker", "now on 9090", team.AtIdle},
 	}
-	got := team.DeliveredMessages(blocks)
-	want := []store.Message{
-		{From: "alice", Type: "message", Summary: `a & "b"`, Content: "first line\n  second <b>line</b>"},
-		{From: "bob", Type: "permission_request", RequestID: "perm-1", Approve: &yes, Content: "may I?"},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("DeliveredMessages (-want +got):\n%s", diff)
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, seen); diff != "" {
+		t.Errorf("OnDelivered (-want +got):\n%s", diff)
 	}
 }

@@ -90,28 +90,7 @@ func (s *Session) assess(ctx context.Context, t store.Team) (assessment, error) 
 			live[m.Name] = m
 		}
 	}
-	s.mu.Lock()
-	for id, name := range s.awaiting {
-		// A member that says shutdown in the roster is about to answer;
-		// one that is gone from it or dead never will.
-		if m, ok := r.Member(name); !ok || Dead(*m, now) {
-			delete(s.awaiting, id)
-		}
-	}
-	awaiting := map[string]bool{} // members whose answer to a shutdown request is due
-	for _, name := range s.awaiting {
-		awaiting[name] = true
-	}
-	asked := map[string][]store.Message{} // member -> its requests the lead has not answered
-	withHuman := map[string]bool{}        // members whose request the human answers
-	for _, req := range s.requests {
-		if s.toHuman[req.RequestID] {
-			withHuman[req.From] = true
-			continue
-		}
-		asked[req.From] = append(asked[req.From], req)
-	}
-	s.mu.Unlock()
+	awaiting, asked, withHuman := s.proto.outstanding(&r, now)
 	stuckOnAnswer := map[string]bool{} // live members waiting for an answer that has not come
 	waitsOnLead := func(name string, reqs []store.Message) {
 		stuckOnAnswer[name] = true
@@ -285,15 +264,14 @@ type wake struct {
 // poll looks at team t once and returns a wake when there is one.
 func (w *leadWaker) poll(ctx context.Context, t store.Team) (wake, bool, error) {
 	s := w.s
-	if notice, ok := s.reapDead(ctx, t); ok {
-		in := append([]llm.Block{notice}, messageBlocks(w.held)...)
-		w.held = nil
+	if notice, ok := s.sup.reapDead(ctx, t); ok {
+		in := append([]llm.Block{notice}, w.release(ctx, t)...)
 		return wake{input: in, why: "a teammate died"}, true, nil
 	}
-	msgs, err := s.fetchLead(ctx, t)
-	if err != nil {
+	if err := s.fetchLead(ctx, t); err != nil {
 		return wake{}, false, err
 	}
+	msgs := s.in.take(t)
 	var others []store.Message
 	for _, m := range msgs {
 		if m.Type == store.TypeIdleNotification {
@@ -303,9 +281,10 @@ func (w *leadWaker) poll(ctx context.Context, t store.Team) (wake, bool, error) 
 		}
 	}
 	if len(others) > 0 {
-		in := messageBlocks(append(others, w.held...))
+		all := append(others, w.held...)
 		w.held = nil
-		return wake{input: in, why: "message from " + others[0].From, messages: others}, true, nil
+		s.in.told(ctx, t, all, AtIdle)
+		return wake{input: messageBlocks(all), why: "message from " + others[0].From, messages: others}, true, nil
 	}
 	a, err := s.assess(ctx, t)
 	if err != nil {
@@ -324,13 +303,22 @@ func (w *leadWaker) poll(ctx context.Context, t store.Team) (wake, bool, error) 
 		}
 		w.stallMark = a.mark
 		in := []llm.Block{llm.TextBlock(stallNotice(a))}
-		in = append(in, messageBlocks(w.held)...)
-		w.held = nil
+		in = append(in, w.release(ctx, t)...)
 		return wake{input: in, why: "the team is stalled", idleOnly: true}, true, nil
 	case !a.busy && len(a.human) > 0:
 		return wake{end: EndWaitingHuman, endWhy: strings.Join(a.human, ", ") + " wait for the human's answer"}, true, nil
 	}
 	return wake{}, false, nil
+}
+
+// release hands the idle notifications held so far to the lead's model.
+func (w *leadWaker) release(ctx context.Context, t store.Team) []llm.Block {
+	held := w.held
+	w.held = nil
+	if t != nil {
+		w.s.in.told(ctx, t, held, AtIdle)
+	}
+	return messageBlocks(held)
 }
 
 // stallNotice tells the lead why its team cannot go on, once, so it can fix

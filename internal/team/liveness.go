@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/teamevent"
 )
 
 // Liveness: every process that runs members writes their heartbeat_at every
@@ -56,33 +57,33 @@ func beat(ctx context.Context, t store.Team, names func() []string, onErr func(e
 }
 
 // startHeartbeat beats for the in-process members of the session's team.
-func (s *Session) startHeartbeat(t store.Team) {
-	if s.cfg.TeammateMode == ModeProcess {
+func (sv *supervisor) startHeartbeat(t store.Team) {
+	if sv.cfg.TeammateMode == ModeProcess {
 		return // each process beats for itself
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s.mu.Lock()
-	if s.stopBeat != nil {
-		s.stopBeat()
+	sv.mu.Lock()
+	if sv.stopBeat != nil {
+		sv.stopBeat()
 	}
-	s.stopBeat = cancel
-	s.mu.Unlock()
-	s.wg.Go(func() {
-		beat(ctx, t, s.running, func(err error) { s.cfg.Logger.Warn("heartbeat", "err", err) })
+	sv.stopBeat = cancel
+	sv.mu.Unlock()
+	sv.wg.Go(func() {
+		beat(ctx, t, sv.running, func(err error) { sv.cfg.Logger.Warn("heartbeat", "err", err) })
 	})
 }
 
 // reapDead finds members that stopped beating, gives their in-progress
 // tasks back to the board, and returns a notice for the lead (empty when
 // nobody died since the last look).
-func (s *Session) reapDead(ctx context.Context, t store.Team) (llm.Block, bool) {
+func (sv *supervisor) reapDead(ctx context.Context, t store.Team) (llm.Block, bool) {
 	r, err := t.ReadRoster(ctx)
 	if err != nil {
 		return llm.Block{}, false
 	}
 	now := time.Now()
 	local := map[string]bool{}
-	for _, n := range s.running() {
+	for _, n := range sv.running() {
 		local[n] = true
 	}
 	var notes []string
@@ -90,15 +91,15 @@ func (s *Session) reapDead(ctx context.Context, t store.Team) (llm.Block, bool) 
 		if !Dead(m, now) || local[m.Name] {
 			continue
 		}
-		s.mu.Lock()
-		seen := s.reaped[m.Name+"@"+m.HeartbeatAt.String()]
-		s.reaped[m.Name+"@"+m.HeartbeatAt.String()] = true
-		s.mu.Unlock()
+		sv.mu.Lock()
+		seen := sv.reaped[m.Name+"@"+m.HeartbeatAt.String()]
+		sv.reaped[m.Name+"@"+m.HeartbeatAt.String()] = true
+		sv.mu.Unlock()
 		if seen {
 			continue
 		}
-		freed := s.freeTasks(ctx, t, m.Name)
-		s.journal(ctx, t, "dead", map[string]any{"member": m.Name, "heartbeat_at": m.HeartbeatAt, "freed_tasks": freed})
+		freed := freeTasks(ctx, t, m.Name)
+		sv.em.emit(ctx, t, teamevent.Dead{Member: m.Name, HeartbeatAt: m.HeartbeatAt, FreedTasks: freed})
 		note := fmt.Sprintf("%s is dead (no heartbeat since %s)", m.Name, m.HeartbeatAt.Format(time.RFC3339))
 		if len(freed) > 0 {
 			note += fmt.Sprintf("; its tasks #%s went back to the board", strings.Join(freed, ", #"))
@@ -113,7 +114,7 @@ func (s *Session) reapDead(ctx context.Context, t store.Team) (llm.Block, bool) 
 }
 
 // freeTasks puts the in-progress tasks of member back on the board.
-func (s *Session) freeTasks(ctx context.Context, t store.Team, member string) []string {
+func freeTasks(ctx context.Context, t store.Team, member string) []string {
 	tasks, err := t.Tasks().List(ctx)
 	if err != nil {
 		return nil

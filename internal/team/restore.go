@@ -8,6 +8,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/teamevent"
 )
 
 // transcriptLine is one line of a transcript: a message of the
@@ -94,21 +95,23 @@ func pendingPlan(evs []store.Event, member string) (pending string, approved boo
 		if e.Type != "protocol" {
 			continue
 		}
-		id, _ := e.Fields["request_id"].(string)
-		switch e.Fields["kind"] {
+		env, err := teamevent.Decode(e)
+		p, ok := env.Event.(teamevent.Protocol)
+		if err != nil || !ok || p.Member != member {
+			continue
+		}
+		switch p.Kind {
 		case store.TypePlanApprovalRequest:
-			if e.Fields["member"] == member && !answered[id] {
-				pending = id
+			if !answered[p.RequestID] {
+				pending = p.RequestID
 			}
 		case store.TypePlanApprovalResponse:
-			if e.Fields["member"] == member {
-				answered[id] = true
-				if id == pending {
-					pending = ""
-				}
-				if e.Fields["approve"] == true {
-					approved = true
-				}
+			answered[p.RequestID] = true
+			if p.RequestID == pending {
+				pending = ""
+			}
+			if p.Approve != nil && *p.Approve {
+				approved = true
 			}
 		}
 	}
@@ -121,22 +124,28 @@ func pendingRequests(evs []store.Event) []store.Message {
 	asked := map[string]store.Message{}
 	var order []string
 	for _, e := range evs {
-		id, _ := e.Fields["request_id"].(string)
-		if id == "" {
+		switch e.Type {
+		case "send", "protocol", "permission":
+		default:
 			continue
 		}
-		switch {
-		case e.Type == "send" && e.Fields["to"] == store.LeadName &&
-			(e.Fields["msg_type"] == store.TypePlanApprovalRequest || e.Fields["msg_type"] == store.TypePermissionRequest):
-			from, _ := e.Fields["from"].(string)
-			typ, _ := e.Fields["msg_type"].(string)
-			content, _ := e.Fields["content"].(string)
-			asked[id] = store.Message{Type: typ, From: from, To: store.LeadName, RequestID: id, Content: content}
-			order = append(order, id)
-		case e.Type == "protocol" && (e.Fields["kind"] == store.TypePlanApprovalResponse || e.Fields["kind"] == store.TypePermissionResponse):
-			delete(asked, id)
-		case e.Type == "permission" && e.Fields["approve"] != nil:
-			delete(asked, id)
+		env, err := teamevent.Decode(e)
+		if err != nil {
+			continue
+		}
+		switch ev := env.Event.(type) {
+		case teamevent.Send:
+			if ev.RequestID != "" && ev.To == store.LeadName && (ev.MsgType == store.TypePlanApprovalRequest || ev.MsgType == store.TypePermissionRequest) {
+				asked[ev.RequestID] = store.Message{Type: ev.MsgType, From: ev.From, To: store.LeadName, RequestID: ev.RequestID, Content: ev.Content}
+				order = append(order, ev.RequestID)
+			}
+		case teamevent.Protocol:
+			if ev.Kind == store.TypePlanApprovalResponse || ev.Kind == store.TypePermissionResponse {
+				delete(asked, ev.RequestID)
+			}
+		case teamevent.Permission:
+			// Every permission line carries its answer.
+			delete(asked, ev.RequestID)
 		}
 	}
 	var out []store.Message

@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/teamevent"
 )
 
 // resumedNotice opens the lead's first turn after a resume.
@@ -38,23 +39,21 @@ func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 		return res, err
 	}
 	s.mu.Lock()
-	if s.team != nil {
+	if s.cur.team != nil {
 		s.mu.Unlock()
-		return res, fmt.Errorf("this session already leads team %s", s.team.Name())
+		return res, fmt.Errorf("this session already leads team %s", s.cur.team.Name())
 	}
-	s.team, s.pattern = t, r.Pattern
+	s.cur.team, s.cur.pattern = t, r.Pattern
 	s.mu.Unlock()
-	s.follow(t)
-	s.startHeartbeat(t)
+	s.sup.follow(t)
+	s.sup.startHeartbeat(t)
 
 	msgs, seen, err := restoreConversation(ctx, t, store.LeadName)
 	if err != nil {
 		return res, err
 	}
 	s.lead.SetMessages(msgs)
-	s.mu.Lock()
-	s.seen = seen
-	s.mu.Unlock()
+	s.in.restore(seen)
 	evs, err := t.Journal().Read(ctx)
 	if err != nil {
 		return res, err
@@ -77,11 +76,7 @@ func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 		}
 		pending = kept
 	}
-	s.mu.Lock()
-	for _, p := range pending {
-		s.requests[p.RequestID] = p
-	}
-	s.mu.Unlock()
+	s.proto.reopen(pending)
 
 	now := time.Now()
 	var restarted, elsewhere []string
@@ -93,13 +88,17 @@ func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 			elsewhere = append(elsewhere, m.Name)
 			continue
 		}
-		if err := s.start(t, m.Name); err != nil {
+		env, err := s.sup.envOf(ctx, t, m.Name)
+		if err != nil {
+			return res, fmt.Errorf("resume %s: %w", m.Name, err)
+		}
+		if err := s.sup.start(t, m.Name, env); err != nil {
 			return res, fmt.Errorf("resume %s: %w", m.Name, err)
 		}
 		restarted = append(restarted, m.Name)
 	}
-	s.markStarted(ctx, t, restarted)
-	s.journal(ctx, t, "resume", map[string]any{"restarted": restarted, "running_elsewhere": elsewhere, "pending_requests": len(pending)})
+	s.sup.markStarted(ctx, t, restarted)
+	s.emit(ctx, t, teamevent.Resume{Restarted: restarted, RunningElsewhere: elsewhere, PendingRequests: len(pending)})
 
 	// The lead speaks first when it was cut off mid-turn or has requests to
 	// answer; otherwise it waits for what wakes it, as before the crash.
@@ -126,7 +125,7 @@ func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 // and their new pid. Until a member's runtime says so itself, its entry is
 // the stale one of its previous life, and a lead that looked then would
 // count it dead and its tasks lost (and stop the team as stalled).
-func (s *Session) markStarted(ctx context.Context, t store.Team, names []string) {
+func (sv *supervisor) markStarted(ctx context.Context, t store.Team, names []string) {
 	if len(names) == 0 {
 		return
 	}
@@ -138,21 +137,16 @@ func (s *Session) markStarted(ctx context.Context, t store.Team, names []string)
 				continue
 			}
 			m.HeartbeatAt, m.PID = now, os.Getpid()
-			s.mu.Lock()
-			h := s.members[n]
-			s.mu.Unlock()
-			if h != nil {
-				h.mu.Lock()
-				if h.cmd != nil && h.cmd.Process != nil {
-					m.PID = h.cmd.Process.Pid
+			if h := sv.handle(n); h != nil {
+				if pid := h.pid(); pid != 0 {
+					m.PID = pid
 				}
-				h.mu.Unlock()
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		s.cfg.Logger.Warn("roster update", "err", err)
+		sv.cfg.Logger.Warn("roster update", "err", err)
 	}
 }
 

@@ -17,7 +17,9 @@ import (
 	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/shell"
 	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/teamevent"
 	"github.com/troupe-dev/troupe/internal/tool"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
 
 // Rules is what a workspace's settings make the runtime enforce: the
@@ -153,8 +155,8 @@ func (r *Rules) protectedCheck() func(ctx context.Context, call agent.Call, res 
 		return nil
 	}
 	return func(_ context.Context, call agent.Call, res *tool.Result) {
-		if call.Name != "bash" {
-			return
+		if call.Kind != kind.Execute && call.Kind != kind.Unknown {
+			return // only a command (or a tool that never said what it does) writes behind the engine's back
 		}
 		changed := r.Watch.Changed()
 		if len(changed) == 0 {
@@ -250,17 +252,17 @@ func (r *Rules) recordHistory(ros store.Roster) {
 }
 
 // recordDecision journals a permission decision.
-func recordDecision(j func(ctx context.Context, typ string, fields map[string]any), name string) func(context.Context, agent.Call, permission.Verdict, agent.Decision) {
+func recordDecision(j func(ctx context.Context, ev teamevent.Event), name string) func(context.Context, agent.Call, permission.Verdict, agent.Decision) {
 	return func(ctx context.Context, call agent.Call, v permission.Verdict, d agent.Decision) {
 		if v.Effect == permission.Allow && v.Rule == "" {
 			return // the mode's plain default: nothing worth a journal line
 		}
-		f := map[string]any{"member": name, "tool": call.Name, "effect": string(v.Effect),
-			"rule": v.Rule, "source": v.Source, "reason": v.Reason, "allowed": d.Allow, "tool_use_id": call.ID}
+		ev := teamevent.PermissionCheck{Member: name, Tool: call.Name, Effect: string(v.Effect),
+			Rule: v.Rule, Source: v.Source, Reason: v.Reason, Allowed: d.Allow, ToolUseID: call.ID}
 		if !d.Allow && json.Valid(call.Input) {
-			f["input"] = json.RawMessage(call.Input) // for the run's permission_denials
+			ev.Input = json.RawMessage(call.Input) // for the run's permission_denials
 		}
-		j(ctx, "permission_check", f)
+		j(ctx, ev)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/store/seal"
+	"github.com/troupe-dev/troupe/internal/teamevent"
 	"github.com/troupe-dev/troupe/internal/teamkey"
 	"github.com/troupe-dev/troupe/internal/text"
 )
@@ -41,14 +42,8 @@ func reportForgeries(ctx context.Context, t store.Team, found []seal.Forgery, on
 	fmt.Fprintf(&b, "Forgery attempt: troupe refused %d message(s) in %s's inbox that were not sent by the team's runtime; %s never acted on them.", len(found), inbox, inbox)
 	for _, f := range found {
 		m := f.Message
-		fields := map[string]any{"inbox": f.Inbox, "claimed_from": m.From, "msg_type": m.Type, "id": m.ID, "why": f.Err.Error()}
-		if m.RequestID != "" {
-			fields["request_id"] = m.RequestID
-		}
-		if m.Content != "" {
-			fields["content"] = text.OneLine(m.Content, 200)
-		}
-		journal(ctx, t, f.Inbox, "forgery", fields, onEvent, log)
+		emit(ctx, t, f.Inbox, teamevent.Forgery{Inbox: f.Inbox, ClaimedFrom: m.From, MsgType: m.Type, ID: m.ID, Why: f.Err.Error(),
+			RequestID: m.RequestID, Content: text.OneLine(m.Content, 200)}, onEvent, log)
 		fmt.Fprintf(&b, "\n- a %s claiming to come from %s", m.Type, m.From)
 		if m.RequestID != "" {
 			fmt.Fprintf(&b, " (request_id %s)", m.RequestID)
@@ -64,7 +59,7 @@ func reportForgeries(ctx context.Context, t store.Team, found []seal.Forgery, on
 		}
 		return
 	}
-	journal(ctx, t, inbox, "send", sentFields(sent), onEvent, log)
+	emit(ctx, t, inbox, sentEvent(sent), onEvent, log)
 }
 
 // openKey gives the session the key of team t (made now for a new team,
@@ -86,10 +81,10 @@ func (s *Session) openKey(ctx context.Context, t store.Team, create bool) (store
 		return nil, err
 	}
 	if made && !create {
-		s.journal(ctx, t, "key_created", map[string]any{"why": "the team had no key"})
+		s.emit(ctx, t, teamevent.KeyCreated{Why: "the team had no key"})
 	}
 	s.mu.Lock()
-	s.key = key
+	s.cur.key = key
 	s.mu.Unlock()
 	return sealTeam(t, key, s.cfg.OnEvent, s.cfg.Logger), nil
 }
@@ -97,7 +92,7 @@ func (s *Session) openKey(ctx context.Context, t store.Team, create bool) (store
 // dropKey deletes the key of a team that is gone.
 func (s *Session) dropKey(name string) {
 	s.mu.Lock()
-	s.key = nil
+	s.cur.key = nil
 	s.mu.Unlock()
 	if s.cfg.Keys == nil {
 		return
@@ -107,12 +102,16 @@ func (s *Session) dropKey(name string) {
 	}
 }
 
+// teamKey is the active team's key (nil: unsealed).
+func (s *Session) teamKey() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur.key
+}
+
 // keyPipe returns the descriptor to hand a teammate process, with the
 // arguments that tell it where it is, or nothing when the team is unsealed.
-func (s *Session) keyPipe() (*os.File, []string, error) {
-	s.mu.Lock()
-	key := s.key
-	s.mu.Unlock()
+func keyPipe(key []byte) (*os.File, []string, error) {
 	if key == nil {
 		return nil, nil, nil
 	}

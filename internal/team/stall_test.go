@@ -303,9 +303,11 @@ rules:
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	stale := time.Now().UTC().Add(-2 * team.Lease)
+	// The ghost joins alive and takes its task, and only then stops
+	// beating: a lead that looked in between would reap it with nothing to
+	// free.
 	if _, err := tm.UpdateRoster(ctx, func(r *store.Roster) error {
-		r.Members = append(r.Members, store.Member{Name: "ghost", Status: store.StatusWorking, HeartbeatAt: stale, PID: 1 << 30})
+		r.Members = append(r.Members, store.Member{Name: "ghost", Status: store.StatusWorking, HeartbeatAt: time.Now().UTC(), PID: 1 << 30})
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -318,6 +320,19 @@ rules:
 		x.Owner, x.Status = "ghost", store.TaskInProgress
 		return nil
 	}); err != nil {
+		t.Fatal(err)
+	}
+	stale := time.Now().UTC().Add(-2 * team.Lease)
+	if _, err := tm.UpdateRoster(ctx, func(r *store.Roster) error {
+		m, _ := r.Member("ghost")
+		m.HeartbeatAt = stale
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The roster has no watch: a board change makes the lead look now
+	// rather than at its next liveness tick.
+	if _, err := tm.Tasks().Update(ctx, task.ID, func(x *store.Task) error { x.Description = "boo"; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	d.await(team.UpdateTurnStart, func(u team.Update) bool { return u.Why == "a teammate died" })

@@ -80,7 +80,9 @@ func start(t *testing.T, script string, opts ...option) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := team.Config{Store: st, Provider: p, Workspace: w, ShutdownWait: 30 * time.Second, Keys: keys}
+	// Bypass unless a test says otherwise: most scripts are about the team,
+	// not permissions (the session itself defaults to the default mode).
+	cfg := team.Config{Store: st, Provider: p, Workspace: w, ShutdownWait: 30 * time.Second, Keys: keys, PermissionMode: team.PermBypass}
 	for _, o := range opts {
 		o(&cfg)
 	}

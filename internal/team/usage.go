@@ -12,16 +12,17 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/teamevent"
 )
 
 // Kinds of model calls in the usage journal.
 const (
-	UsageCoordination = "coordination" // the lead's turns, teammates talking and answering protocols
-	UsageWork         = "work"         // a teammate's calls while it holds a task
+	UsageCoordination = teamevent.UsageCoordination // the lead's turns, teammates talking and answering protocols
+	UsageWork         = teamevent.UsageWork         // a teammate's calls while it holds a task
 )
 
-// usageFields is the journal line of one model call.
-func usageFields(ev agent.Event, model, task, kind string) map[string]any {
+// usageEvent is the journal line of one model call.
+func usageEvent(ev agent.Event, model, task, kind string) teamevent.Usage {
 	u := ev.Usage
 	if ev.Model != "" {
 		// What answered, with the provider prefix the agent was given.
@@ -31,19 +32,8 @@ func usageFields(ev agent.Event, model, task, kind string) map[string]any {
 			model = ev.Model
 		}
 	}
-	f := map[string]any{
-		"agent_name":                  ev.Agent,
-		"input_tokens":                u.InputTokens,
-		"output_tokens":               u.OutputTokens,
-		"cache_read_input_tokens":     u.CacheReadTokens,
-		"cache_creation_input_tokens": u.CacheWriteTokens,
-		"model":                       model,
-		"kind":                        kind,
-	}
-	if task != "" {
-		f["task"] = task
-	}
-	return f
+	return teamevent.Usage{AgentName: ev.Agent, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens, Model: model, Kind: kind, Task: task}
 }
 
 // leadUsage journals the lead's (and its subagents') model calls; calls
@@ -51,15 +41,15 @@ func usageFields(ev agent.Event, model, task, kind string) map[string]any {
 type leadUsage struct {
 	s       *Session
 	mu      sync.Mutex
-	pending []map[string]any
+	pending []teamevent.Usage
 }
 
 func (l *leadUsage) observe(next func(agent.Event)) func(agent.Event) {
 	return func(ev agent.Event) {
 		if ev.Type == agent.EventUsage && ev.Usage != nil {
-			f := usageFields(ev, l.s.cfg.Model, "", UsageCoordination)
+			f := usageEvent(ev, l.s.cfg.Model, "", UsageCoordination)
 			if t, err := l.s.Team(); err == nil {
-				l.s.journal(context.Background(), t, "usage", f)
+				l.s.emit(context.Background(), t, f)
 			} else {
 				l.mu.Lock()
 				l.pending = append(l.pending, f)
@@ -79,7 +69,7 @@ func (l *leadUsage) flush(ctx context.Context, t store.Team) {
 	l.pending = nil
 	l.mu.Unlock()
 	for _, f := range p {
-		l.s.journal(ctx, t, "usage", f)
+		l.s.emit(ctx, t, f)
 	}
 }
 
@@ -99,8 +89,13 @@ func (l *leadUsage) flushArchive(dir, team string) error {
 	}
 	defer f.Close()
 	var buf []byte
-	for _, fields := range p {
-		line, err := json.Marshal(store.Event{TS: time.Now().UTC(), Type: "usage", Team: team, Agent: store.LeadName, Fields: fields})
+	for _, u := range p {
+		e, err := teamevent.Encode(store.LeadName, u)
+		if err != nil {
+			return err
+		}
+		e.TS, e.Team = time.Now().UTC(), team
+		line, err := json.Marshal(e)
 		if err != nil {
 			return err
 		}
@@ -117,14 +112,12 @@ func (l *leadUsage) flushArchive(dir, team string) error {
 func (m *Member) observeUsage(next func(agent.Event)) func(agent.Event) {
 	return func(ev agent.Event) {
 		if ev.Type == agent.EventUsage && ev.Usage != nil {
-			m.mu.Lock()
-			task := m.currentTask
-			m.mu.Unlock()
+			task := m.st.task()
 			kind := UsageCoordination
 			if task != "" {
 				kind = UsageWork
 			}
-			m.journal(context.Background(), "usage", usageFields(ev, m.agent.Config().Model, task, kind))
+			m.emit(context.Background(), usageEvent(ev, m.agent.Config().Model, task, kind))
 		}
 		if next != nil {
 			next(ev)

@@ -88,6 +88,14 @@ type Dead struct {
 	FreedTasks  []string  `json:"freed_tasks"`
 }
 
+// Restart: a teammate process died without a shutdown and was started
+// again. Exit is how the old one ended; Restarts counts the restarts so far.
+type Restart struct {
+	Member   string `json:"member"`
+	Exit     string `json:"exit"`
+	Restarts int    `json:"restarts"`
+}
+
 // Budget: a member reached a spending limit.
 type Budget struct {
 	Member  string `json:"member"`
@@ -133,6 +141,9 @@ const (
 	ProtocolPermission   = "permission_request"
 	ProtocolPlanRequest  = "plan_approval_request"
 	ProtocolPlanResponse = "plan_approval_response"
+	// ProtocolPermissionResponse is the lead's (or the human's) answer to
+	// a permission request.
+	ProtocolPermissionResponse = "permission_response"
 )
 
 // Protocol: a step of a request/answer protocol. Approve is nil for a
@@ -166,6 +177,10 @@ type PermissionCheck struct {
 	Source  string `json:"source"`
 	Reason  string `json:"reason"`
 	Allowed bool   `json:"allowed"`
+	// ToolUseID and Input (kept only for a refused call) make the run's
+	// permission_denials.
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
 }
 
 // TaskCreate: a task was added to the board.
@@ -260,6 +275,7 @@ func (Spawn) Type() string            { return "spawn" }
 func (Status) Type() string           { return "status" }
 func (Stopped) Type() string          { return "stopped" }
 func (Dead) Type() string             { return "dead" }
+func (Restart) Type() string          { return "restart" }
 func (Budget) Type() string           { return "budget" }
 func (IdleTimeout) Type() string      { return "idle_timeout" }
 func (HookTeammateIdle) Type() string { return "hook_teammate_idle" }
@@ -293,6 +309,7 @@ func init() {
 		func() Event { return &Spawn{} }, func() Event { return &Status{} },
 		func() Event { return &Stopped{} }, func() Event { return &Dead{} },
 		func() Event { return &Budget{} }, func() Event { return &IdleTimeout{} },
+		func() Event { return &Restart{} },
 		func() Event { return &HookTeammateIdle{} }, func() Event { return &Send{} },
 		func() Event { return &Deliver{} }, func() Event { return &Protocol{} },
 		func() Event { return &Permission{} }, func() Event { return &PermissionCheck{} },

@@ -1,0 +1,214 @@
+package team
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/teamevent"
+)
+
+// Where messages reach a model (Config.OnDelivered, the "deliver" event).
+const (
+	AtIdle         = "idle"          // they woke the agent
+	AtToolBoundary = "tool_boundary" // they arrived during its turn
+)
+
+// inbox is one agent's side of its mailbox, the lead's and a teammate's
+// alike: receive without blocking, hand to the model, record in the
+// transcript, and only then ack, so a crash re-delivers (de-duplicated by
+// id) and never loses. Received messages pass through the store's seal
+// (a sealed Team refuses forgeries before they get here).
+type inbox struct {
+	name        string
+	em          emitter
+	onDelivered func(agent string, msgs []store.Message, at string)
+
+	mu        sync.Mutex
+	queue     []store.Message // received, not yet given to the model
+	seen      map[string]bool // ids already in the conversation (restored): never delivered twice
+	ackTeam   store.Team      // the team of the messages given to the model,
+	toAck     string          // acked up to this id once the conversation has recorded them
+	delivered []string        // the ids given to the model, recorded with the next user message
+	pre       []llm.Message   // the conversation recorded before there was a team (the lead's)
+}
+
+func newInbox(name string, em emitter, onDelivered func(string, []store.Message, string)) *inbox {
+	return &inbox{name: name, em: em, onDelivered: onDelivered}
+}
+
+// restore sets the ids the restored conversation already has.
+func (in *inbox) restore(seen map[string]bool) {
+	in.mu.Lock()
+	in.seen = seen
+	in.mu.Unlock()
+}
+
+// fetch moves what waits in the mailbox into the queue without blocking.
+// keep sees each new message first (the protocols' bookkeeping); a message
+// it returns false for is consumed without reaching the model.
+func (in *inbox) fetch(ctx context.Context, t store.Team, keep func(store.Message) bool) error {
+	now, cancel := context.WithCancel(ctx)
+	cancel()
+	msgs, err := t.Mailbox().Receive(now, in.name)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	kept := 0
+	for _, m := range msgs {
+		in.mu.Lock()
+		dup := in.seen[m.ID]
+		in.mu.Unlock()
+		if dup || (keep != nil && !keep(m)) {
+			continue // already in the restored conversation, or answered elsewhere
+		}
+		in.mu.Lock()
+		in.queue = append(in.queue, m)
+		in.mu.Unlock()
+		kept++
+	}
+	if kept > 0 {
+		return nil
+	}
+	// Nothing for the model: consumed now, or with the delivery still
+	// waiting to be recorded (acking past it would lose it in a crash).
+	last := msgs[len(msgs)-1].ID
+	in.mu.Lock()
+	waiting := in.toAck != "" || len(in.queue) > 0
+	if in.toAck != "" {
+		in.toAck, in.ackTeam = last, t
+	}
+	in.mu.Unlock()
+	if !waiting {
+		if err := t.Mailbox().Ack(context.WithoutCancel(ctx), in.name, last); err != nil {
+			in.em.log.Warn("ack", "inbox", in.name, "err", err)
+		}
+	}
+	return nil
+}
+
+// queued reports whether messages wait for the model.
+func (in *inbox) queued() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.queue) > 0
+}
+
+// take empties the queue for the model; the messages are acked once the
+// conversation has recorded them.
+func (in *inbox) take(t store.Team) []store.Message {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	q := in.queue
+	in.queue = nil
+	if len(q) > 0 {
+		in.ackTeam, in.toAck = t, q[len(q)-1].ID
+		in.delivered = append(in.delivered, ids(q)...)
+	}
+	return q
+}
+
+// told journals that msgs reached the model (at AtIdle or
+// AtToolBoundary) and passes them to Config.OnDelivered.
+func (in *inbox) told(ctx context.Context, t store.Team, msgs []store.Message, at string) {
+	if len(msgs) == 0 {
+		return
+	}
+	in.em.emit(ctx, t, teamevent.Deliver{Member: in.name, IDs: ids(msgs), At: at})
+	if in.onDelivered != nil {
+		in.onDelivered(in.name, msgs, at)
+	}
+}
+
+// deliver takes the queue and tells of it.
+func (in *inbox) deliver(ctx context.Context, t store.Team, at string) []store.Message {
+	msgs := in.take(t)
+	in.told(ctx, t, msgs, at)
+	return msgs
+}
+
+// record writes a message of the conversation to the transcript, then acks
+// the inbox messages it carries. Without a team (the lead before
+// TeamCreate) it is kept for flushPre.
+func (in *inbox) record(t store.Team, m llm.Message) {
+	if t == nil {
+		in.mu.Lock()
+		in.pre = append(in.pre, m)
+		in.mu.Unlock()
+		return
+	}
+	var delivered []string
+	var at store.Team
+	id := ""
+	if m.Role == llm.RoleUser {
+		in.mu.Lock()
+		at, id, delivered = in.ackTeam, in.toAck, in.delivered
+		in.ackTeam, in.toAck, in.delivered = nil, "", nil
+		in.mu.Unlock()
+	}
+	appendTranscript(t, in.name, m, delivered, in.em.log)
+	if at != nil && id != "" {
+		if err := at.Mailbox().Ack(context.Background(), in.name, id); err != nil {
+			in.em.log.Warn("ack", "inbox", in.name, "err", err)
+		}
+	}
+}
+
+// flushPre starts t's transcript for this agent with the conversation it
+// had before t existed.
+func (in *inbox) flushPre(t store.Team) {
+	in.mu.Lock()
+	pre := in.pre
+	in.pre = nil
+	in.mu.Unlock()
+	markSpawn(t, in.name)
+	for _, m := range pre {
+		appendTranscript(t, in.name, m, nil, in.em.log)
+	}
+}
+
+// drop consumes what the model will never read (its agent shut down),
+// noting the ids in the transcript first.
+func (in *inbox) drop(ctx context.Context, t store.Team) {
+	in.mu.Lock()
+	q := in.queue
+	in.queue = nil
+	in.mu.Unlock()
+	if len(q) == 0 {
+		return
+	}
+	line, _ := json.Marshal(map[string]any{"ts": time.Now().UTC(), "type": "unread_at_shutdown", "ids": ids(q)})
+	_ = t.Transcripts().Append(context.WithoutCancel(ctx), in.name, line)
+	if err := t.Mailbox().Ack(context.WithoutCancel(ctx), in.name, q[len(q)-1].ID); err != nil {
+		in.em.log.Warn("ack", "inbox", in.name, "err", err)
+	}
+}
+
+func ids(msgs []store.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.ID
+	}
+	return out
+}
+
+func appendTranscript(t store.Team, name string, msg llm.Message, delivered []string, log *slog.Logger) {
+	line, err := json.Marshal(transcriptLine{TS: time.Now().UTC(), Message: msg, Delivered: delivered})
+	if err == nil {
+		err = t.Transcripts().Append(context.Background(), name, line)
+	}
+	if err != nil && log != nil {
+		log.Warn("transcript", "member", name, "err", err)
+	}
+}

@@ -1,0 +1,144 @@
+package team
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/store/file"
+)
+
+func testTeam(t *testing.T) store.Team {
+	t.Helper()
+	st, err := file.Open(t.TempDir(), file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	tm, err := st.CreateTeam(context.Background(), store.Roster{Name: "t1", Members: []store.Member{{Name: store.LeadName}, {Name: "alice"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm
+}
+
+func send(t *testing.T, tm store.Team, from, to, content string) store.Message {
+	t.Helper()
+	m, err := tm.Mailbox().Send(context.Background(), store.Message{Type: store.TypeMessage, From: from, To: to, Content: content})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func contents(msgs []store.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		out = append(out, m.Content)
+	}
+	return out
+}
+
+// TestInboxAcksOnceRecorded: messages handed to the model stay in the
+// mailbox until the conversation that carries them is recorded, so a crash
+// in between re-delivers them; restored ids are never delivered again; a
+// message the keep function consumes is acked without reaching the model.
+func TestInboxAcksOnceRecorded(t *testing.T) {
+	ctx := context.Background()
+	tm := testTeam(t)
+	var told []string
+	em := emitter{agent: "alice", log: slog.New(slog.DiscardHandler)}
+	in := newInbox("alice", em, func(agent string, msgs []store.Message, at string) {
+		for _, m := range msgs {
+			told = append(told, agent+"@"+at+":"+m.Content)
+		}
+	})
+	old := send(t, tm, store.LeadName, "alice", "already seen")
+	in.restore(map[string]bool{old.ID: true})
+	send(t, tm, store.LeadName, "alice", "one")
+	send(t, tm, store.LeadName, "alice", "two")
+	if err := in.fetch(ctx, tm, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := in.deliver(ctx, tm, AtIdle)
+	if diff := cmp.Diff([]string{"one", "two"}, contents(got)); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"alice@idle:one", "alice@idle:two"}, told); diff != "" {
+		t.Errorf("OnDelivered (-want +got):\n%s", diff)
+	}
+	unread, _ := tm.Mailbox().Peek(ctx, "alice")
+	if len(unread) != 3 {
+		t.Errorf("before the record: %d unacked, want 3 (nothing acked yet)", len(unread))
+	}
+	in.record(tm, llm.Message{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("one two")}})
+	if unread, _ = tm.Mailbox().Peek(ctx, "alice"); len(unread) != 0 {
+		t.Errorf("after the record: %q unacked, want none", contents(unread))
+	}
+
+	// Consumed by keep (a request the human answers): acked at once.
+	send(t, tm, store.LeadName, "alice", "for the human")
+	if err := in.fetch(ctx, tm, func(store.Message) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	if in.queued() {
+		t.Error("a consumed message is queued for the model")
+	}
+	if unread, _ = tm.Mailbox().Peek(ctx, "alice"); len(unread) != 0 {
+		t.Errorf("consumed message not acked: %q", contents(unread))
+	}
+}
+
+// TestProtocolBindsOnlyLeadOrHuman: a teammate's protocol state changes
+// only for answers and requests from the lead or the human; the lead's
+// side keeps requests until answered and gives the human's to the human.
+func TestProtocolBindsOnlyLeadOrHuman(t *testing.T) {
+	yes := true
+	p := newProtocol()
+	p.setPlan("plan-alice-1", false)
+	p.toMember(store.Message{Type: store.TypePlanApprovalResponse, From: "mallory", RequestID: "plan-alice-1", Approve: &yes})
+	p.toMember(store.Message{Type: store.TypeShutdownRequest, From: "mallory", RequestID: "shutdown-mallory-1"})
+	if pending, approved := p.plan(); pending != "plan-alice-1" || approved {
+		t.Errorf("after a forged approval: plan = %q, %v; want still pending", pending, approved)
+	}
+	if _, ok := p.shutdownRequest(); ok {
+		t.Error("a teammate's shutdown request binds")
+	}
+	p.toMember(store.Message{Type: store.TypePlanApprovalResponse, From: store.LeadName, RequestID: "plan-alice-1", Approve: &yes})
+	if pending, approved := p.plan(); pending != "" || !approved {
+		t.Errorf("after the lead's approval: plan = %q, %v; want approved", pending, approved)
+	}
+	ans, done := p.waitPermission("perm-alice-1")
+	defer done()
+	p.toMember(store.Message{Type: store.TypePermissionResponse, From: store.HumanName, RequestID: "perm-alice-1", Approve: &yes})
+	select {
+	case ok := <-ans:
+		if !ok {
+			t.Error("permission answer = false, want true")
+		}
+	default:
+		t.Error("the human's permission answer did not arrive")
+	}
+
+	lead := newProtocol()
+	human := func(m store.Message) bool { return m.Type == store.TypePermissionRequest }
+	if !lead.toLead(store.Message{Type: store.TypePlanApprovalRequest, From: "alice", RequestID: "plan-alice-2"}, human) {
+		t.Error("a plan request was kept from the lead's model")
+	}
+	if lead.toLead(store.Message{Type: store.TypePermissionRequest, From: "bob", RequestID: "perm-bob-1"}, human) {
+		t.Error("a request the human answers reached the lead's model")
+	}
+	r := store.Roster{Members: []store.Member{{Name: "alice"}, {Name: "bob"}}}
+	_, asked, withHuman := lead.outstanding(&r, r.CreatedAt)
+	if len(asked["alice"]) != 1 || !withHuman["bob"] || len(asked["bob"]) != 0 {
+		t.Errorf("outstanding: asked %v, with the human %v", asked, withHuman)
+	}
+	lead.answered("plan-alice-2")
+	if _, ok := lead.request("plan-alice-2"); ok {
+		t.Error("an answered request is still pending")
+	}
+}

@@ -1,0 +1,257 @@
+package team
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/troupe-dev/troupe/internal/hook"
+	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/teamevent"
+	"github.com/troupe-dev/troupe/internal/tool"
+	"github.com/troupe-dev/troupe/internal/tool/kind"
+)
+
+// --- TaskCreate ---
+
+type taskCreateArgs struct {
+	Subject     string   `json:"subject" required:"true" desc:"A short imperative title."`
+	Description string   `json:"description" desc:"What done means, in enough detail for a teammate."`
+	ActiveForm  string   `json:"activeForm" desc:"The title in the present continuous, shown while the task is in progress."`
+	Role        string   `json:"role" desc:"Reserve the task for teammates with this role (or name)."`
+	BlockedBy   []string `json:"blockedBy" desc:"Ids of tasks that must be completed first."`
+}
+
+type taskCreateTool struct{ b *binding }
+
+var taskCreateSpec = tool.NewSpec[taskCreateArgs]("TaskCreate", "Add a task to the team's shared board. It starts pending; idle teammates claim pending, unblocked tasks by themselves.")
+
+func (taskCreateTool) Spec() llm.ToolSpec { return taskCreateSpec }
+func (taskCreateTool) ReadOnly() bool     { return false }
+func (taskCreateTool) Kind() kind.Kind    { return kind.Manage }
+func (t taskCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMessage) tool.Result {
+	args, res, ok := tool.DecodeArgs[taskCreateArgs]("TaskCreate", input)
+	if !ok {
+		return res
+	}
+	team, err := t.b.team()
+	if err != nil {
+		return tool.Errorf("TaskCreate: %v", err)
+	}
+	task := store.Task{Subject: args.Subject, Description: args.Description, ActiveForm: args.ActiveForm, BlockedBy: args.BlockedBy}
+	if r := strings.TrimSpace(args.Role); r != "" {
+		task.Metadata = map[string]any{"role": r}
+	}
+	got, err := team.Tasks().Create(ctx, task)
+	if err != nil {
+		return tool.Errorf("TaskCreate: %v", err)
+	}
+	if h := t.b.rules.hooks(); h.Has("TaskCreated") {
+		out := h.TaskCreated(ctx, t.b.who, hookTask(got))
+		if out.Blocked {
+			_, _ = team.Tasks().Update(ctx, got.ID, func(x *store.Task) error { x.Status = store.TaskDeleted; return nil })
+			return tool.Errorf("TaskCreate: a TaskCreated hook refused the task: %s", out.Reason)
+		}
+	}
+	t.b.em.emit(ctx, team, teamevent.TaskCreate{Task: got.ID, Subject: got.Subject, BlockedBy: got.BlockedBy})
+	return tool.OK(fmt.Sprintf("Created task #%s: %s", got.ID, got.Subject))
+}
+
+// --- TaskUpdate ---
+
+type taskUpdateArgs struct {
+	TaskID       string   `json:"taskId" required:"true" desc:"The task's id."`
+	Status       string   `json:"status" enum:"pending|in_progress|completed|deleted" desc:"The new status."`
+	Owner        *string  `json:"owner" desc:"The new owner (a member name; empty to unassign). Assigning tells that member."`
+	Subject      string   `json:"subject" desc:"A new title."`
+	Description  string   `json:"description" desc:"A new description."`
+	ActiveForm   string   `json:"activeForm" desc:"A new present-continuous title."`
+	AddBlocks    []string `json:"addBlocks" desc:"Ids of tasks that must wait for this one."`
+	AddBlockedBy []string `json:"addBlockedBy" desc:"Ids of tasks this one must wait for."`
+}
+
+type taskUpdateTool struct{ b *binding }
+
+var taskUpdateSpec = tool.NewSpec[taskUpdateArgs]("TaskUpdate", "Change a task: status, owner, subject, description, or its dependencies. Completing a task unblocks the tasks that wait for it.")
+
+func (taskUpdateTool) Spec() llm.ToolSpec { return taskUpdateSpec }
+func (taskUpdateTool) ReadOnly() bool     { return false }
+func (taskUpdateTool) Kind() kind.Kind    { return kind.Manage }
+func (t taskUpdateTool) Run(ctx context.Context, env *tool.Env, input json.RawMessage) tool.Result {
+	args, res, ok := tool.DecodeArgs[taskUpdateArgs]("TaskUpdate", input)
+	if !ok {
+		return res
+	}
+	team, err := t.b.team()
+	if err != nil {
+		return tool.Errorf("TaskUpdate: %v", err)
+	}
+	id := strings.TrimPrefix(strings.TrimSpace(args.TaskID), "#")
+	var owner string
+	if args.Owner != nil {
+		if *args.Owner == "" {
+			owner = ""
+		} else {
+			r, err := team.ReadRoster(ctx)
+			if err != nil {
+				return tool.Errorf("TaskUpdate: %v", err)
+			}
+			if owner, err = store.ResolveRecipient(&r, *args.Owner); err != nil {
+				return tool.Errorf("TaskUpdate: owner: %v", err)
+			}
+		}
+	}
+	if args.Status == store.TaskCompleted {
+		if h := t.b.rules.hooks(); h.Has("TaskCompleted") {
+			cur, err := team.Tasks().Get(ctx, id)
+			if err != nil {
+				return tool.Errorf("TaskUpdate: %v", err)
+			}
+			if cur.Status != store.TaskCompleted {
+				cur.Status = store.TaskCompleted
+				if out := h.TaskCompleted(ctx, t.b.who, hookTask(cur)); out.Blocked {
+					return tool.Errorf("TaskUpdate: task #%s not completed: a TaskCompleted hook says: %s", id, out.Reason)
+				}
+			}
+		}
+	}
+	var before store.Task
+	got, err := team.Tasks().Update(ctx, id, func(task *store.Task) error {
+		before = *task
+		if args.Status != "" {
+			task.Status = args.Status
+		}
+		if args.Owner != nil {
+			task.Owner = owner
+		}
+		if args.Subject != "" {
+			task.Subject = args.Subject
+		}
+		if args.Description != "" {
+			task.Description = args.Description
+		}
+		if args.ActiveForm != "" {
+			task.ActiveForm = args.ActiveForm
+		}
+		task.Blocks = appendNew(task.Blocks, args.AddBlocks)
+		task.BlockedBy = appendNew(task.BlockedBy, args.AddBlockedBy)
+		if !t.b.lead && before.Owner == t.b.self && task.Owner == "" && task.Status == store.TaskPending {
+			// A teammate gave its task back: it will not claim it again by
+			// itself, or it would take it straight back.
+			markHandedBack(task, t.b.self)
+		}
+		return nil
+	})
+	if err != nil {
+		return tool.Errorf("TaskUpdate: %v", err)
+	}
+	change := teamevent.TaskChange{Task: got.ID, Status: got.Status, Owner: got.Owner, AddBlockedBy: args.AddBlockedBy, AddBlocks: args.AddBlocks}
+	if got.Status == store.TaskCompleted && before.Status != store.TaskCompleted {
+		t.b.em.emit(ctx, team, teamevent.TaskComplete{TaskChange: change})
+	} else {
+		t.b.em.emit(ctx, team, teamevent.TaskUpdate{TaskChange: change})
+	}
+	if args.Owner != nil && got.Owner != "" && got.Owner != before.Owner && got.Owner != t.b.self {
+		if _, err := t.b.sendAsIn(ctx, team, store.Message{Type: store.TypeTaskAssignment, From: t.b.self, To: got.Owner, TaskID: got.ID,
+			Content: taskText(got, "You were assigned"), Summary: "task #" + got.ID + " assigned"}); err != nil {
+			return tool.Errorf("TaskUpdate: task #%s updated but telling %s failed: %v", got.ID, got.Owner, err)
+		}
+	}
+	if got.Status == store.TaskDeleted {
+		return tool.OK(fmt.Sprintf("Deleted task #%s.", got.ID))
+	}
+	return tool.OK("Updated " + taskLine(got))
+}
+
+func hookTask(t store.Task) hook.Task {
+	return hook.Task{ID: t.ID, Subject: t.Subject, Description: t.Description, Owner: t.Owner, Status: t.Status}
+}
+
+func appendNew(have, add []string) []string {
+	for _, a := range add {
+		a = strings.TrimPrefix(strings.TrimSpace(a), "#")
+		dup := false
+		for _, h := range have {
+			if h == a {
+				dup = true
+				break
+			}
+		}
+		if !dup && a != "" {
+			have = append(have, a)
+		}
+	}
+	return have
+}
+
+func taskLine(t store.Task) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#%s [%s] %s", t.ID, t.Status, t.Subject)
+	if t.Owner != "" {
+		fmt.Fprintf(&b, " (owner: %s)", t.Owner)
+	}
+	if r, _ := t.Metadata["role"].(string); r != "" {
+		fmt.Fprintf(&b, " (role: %s)", r)
+	}
+	if len(t.BlockedBy) > 0 {
+		fmt.Fprintf(&b, " (blocked by: #%s)", strings.Join(t.BlockedBy, ", #"))
+	}
+	return b.String()
+}
+
+// --- TaskList / TaskGet ---
+
+type taskListArgs struct{}
+
+type taskListTool struct{ b *binding }
+
+var taskListSpec = tool.NewSpec[taskListArgs]("TaskList", "Show the team's task board: every task with its status, owner and what blocks it.")
+
+func (taskListTool) Spec() llm.ToolSpec { return taskListSpec }
+func (taskListTool) ReadOnly() bool     { return true }
+func (taskListTool) Kind() kind.Kind    { return kind.Manage }
+func (t taskListTool) Run(ctx context.Context, env *tool.Env, input json.RawMessage) tool.Result {
+	team, err := t.b.team()
+	if err != nil {
+		return tool.Errorf("TaskList: %v", err)
+	}
+	board, err := team.Tasks().Board(ctx)
+	if err != nil {
+		return tool.Errorf("TaskList: %v", err)
+	}
+	lines := boardLines(board)
+	if len(lines) == 0 {
+		return tool.OK("The board is empty.")
+	}
+	return tool.OK(strings.Join(lines, "\n"))
+}
+
+type taskGetArgs struct {
+	TaskID string `json:"taskId" required:"true" desc:"The task's id."`
+}
+
+type taskGetTool struct{ b *binding }
+
+var taskGetSpec = tool.NewSpec[taskGetArgs]("TaskGet", "Show one task in full.")
+
+func (taskGetTool) Spec() llm.ToolSpec { return taskGetSpec }
+func (taskGetTool) ReadOnly() bool     { return true }
+func (taskGetTool) Kind() kind.Kind    { return kind.Manage }
+func (t taskGetTool) Run(ctx context.Context, env *tool.Env, input json.RawMessage) tool.Result {
+	args, res, ok := tool.DecodeArgs[taskGetArgs]("TaskGet", input)
+	if !ok {
+		return res
+	}
+	team, err := t.b.team()
+	if err != nil {
+		return tool.Errorf("TaskGet: %v", err)
+	}
+	task, err := team.Tasks().Get(ctx, strings.TrimPrefix(strings.TrimSpace(args.TaskID), "#"))
+	if err != nil {
+		return tool.Errorf("TaskGet: %v", err)
+	}
+	b, _ := json.MarshalIndent(task, "", "  ")
+	return tool.OK(string(b))
+}
