@@ -45,6 +45,9 @@ type Options struct {
 	Settings SettingsSource
 	// Sandbox is --sandbox: every bash command runs in bubblewrap.
 	Sandbox bool
+	// MCPConfig are --mcp-config values: files or JSON objects with
+	// mcpServers, read after .mcp.json and the settings.
+	MCPConfig []string
 }
 
 // SettingsSource says where a session's settings come from.
@@ -89,6 +92,8 @@ type Env struct {
 	snapshotSum  string
 	warn         io.Writer
 
+	mcp *mcpServers // nil: no MCP server configured
+
 	ctx  context.Context
 	opts Options
 }
@@ -96,6 +101,7 @@ type Env struct {
 // Close releases what OpenEnv opened, and reports the settings changed
 // during the session.
 func (e *Env) Close() {
+	e.mcp.close()
 	if e.snapshotPath != "" {
 		e.reportSettingsChanges()
 		os.Remove(e.snapshotPath)
@@ -186,6 +192,7 @@ func OpenEnv(ctx context.Context, opts Options) (*Env, error) {
 		e.Close()
 		return nil, err
 	}
+	e.openMCP(warn)
 	return e, nil
 }
 

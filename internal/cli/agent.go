@@ -108,6 +108,7 @@ lead's answers from forged ones.`,
 	cmd.Flags().StringArrayVar(&disallowed, "disallowedTools", nil, "permission rules to deny (the lead's --disallowedTools)")
 	cmd.Flags().StringArrayVar(&a.run.settingsFiles, "settings", nil, "another settings file (the lead's --settings)")
 	cmd.Flags().StringArrayVar(&a.run.claude.addDirs, "add-dir", nil, "another directory the file tools may reach (the lead's --add-dir)")
+	cmd.Flags().StringArrayVar(&a.run.claude.mcpConfig, "mcp-config", nil, "MCP servers to read too (the lead's --mcp-config)")
 	pf.add(cmd.Flags())
 	return cmd
 }

@@ -21,6 +21,7 @@ type claudeFlags struct {
 	systemPrompt                string
 	appendSystemPrompt          string
 	addDirs                     []string
+	mcpConfig                   []string
 	skipPermissions             bool
 }
 
@@ -34,6 +35,7 @@ func (f *claudeFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.systemPrompt, "system-prompt", "", "replace the lead's whole system prompt with this text")
 	fs.StringVar(&f.appendSystemPrompt, "append-system-prompt", "", "add this text at the end of the lead's system prompt")
 	fs.StringArrayVar(&f.addDirs, "add-dir", nil, "another directory the agents' file tools may reach (by absolute path), under the same permission rules as the workspace; repeat for more")
+	fs.StringArrayVar(&f.mcpConfig, "mcp-config", nil, "read MCP servers from this JSON file or string too (Claude Code's {\"mcpServers\": …}), beside .mcp.json and the settings' mcpServers; repeat for more")
 	fs.BoolVar(&f.skipPermissions, "dangerously-skip-permissions", false, "run every agent in bypassPermissions mode: nothing asks (deny rules still refuse); same as --permission-mode bypassPermissions")
 }
 
@@ -152,6 +154,7 @@ func (f *claudeFlags) apply(e *env, cfg *team.Config) error {
 		for _, d := range f.addDirs {
 			cfg.AgentCommand = append(cfg.AgentCommand, "--add-dir", d)
 		}
+		cfg.AgentCommand = append(cfg.AgentCommand, e.MCPConfigArgs()...)
 	}
 	n := len(e.Sections)
 	if err := e.AddDirs(f.addDirs); err != nil {

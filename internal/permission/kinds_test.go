@@ -145,3 +145,38 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// TestMCPServerRules: as Claude Code documents, "mcp__github" and
+// "mcp__github__*" name every tool of the github server, and a full tool
+// name names that tool only; none reaches another server.
+func TestMCPServerRules(t *testing.T) {
+	call := func(name string) agent.Call { return agent.Call{Name: name, Input: []byte(`{}`), Kind: kind.Network} }
+	tests := []struct {
+		allow string
+		tool  string
+		want  Effect
+	}{
+		{"mcp__github", "mcp__github__create_issue", Allow},
+		{"mcp__github__*", "mcp__github__create_issue", Allow},
+		{"mcp__github__create_issue", "mcp__github__create_issue", Allow},
+		{"mcp__github__create_issue", "mcp__github__delete_repo", Ask},
+		{"mcp__github", "mcp__githubber__x", Ask},
+		{"mcp__github", "mcp__gitlab__create_issue", Ask},
+	}
+	for _, tt := range tests {
+		p, err := New(t.TempDir(), Rules(tt.allow), nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.allow, err)
+		}
+		if got := p.Check(Default, call(tt.tool)); got.Effect != tt.want {
+			t.Errorf("allow %s, call %s: %s (%s), want %s", tt.allow, tt.tool, got.Effect, got.Reason, tt.want)
+		}
+	}
+	p, err := New(t.TempDir(), nil, Rules("mcp__github__*"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Check(Bypass, call("mcp__github__push")); got.Effect != Deny {
+		t.Errorf("deny mcp__github__* in bypass: %s", got.Effect)
+	}
+}

@@ -166,6 +166,8 @@ type Rule struct {
 	// and ask rules also match.
 	pattern, deep string
 	explicit      bool // a path rule that names paths, not every path
+	// mcpServer is "mcp__<server>__" for a rule naming a whole MCP server.
+	mcpServer string
 }
 
 type specKind int
@@ -181,10 +183,21 @@ const (
 
 var toolName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:-]*$`)
 
+// mcpServerRule matches a rule that names an MCP server's every tool, as
+// Claude Code writes it: "mcp__github" or "mcp__github__*".
+var mcpServerRule = regexp.MustCompile(`^mcp__([A-Za-z0-9_-]+?)(__\*)?$`)
+
 // ParseRule parses "Tool" or "Tool(specifier)".
 func ParseRule(raw string) (Rule, error) {
 	s := strings.TrimSpace(raw)
 	r := Rule{Raw: s, Tool: s}
+	if m := mcpServerRule.FindStringSubmatch(s); m != nil && (m[2] != "" || !strings.Contains(m[1], "__")) {
+		// A whole server: every tool named mcp__<server>__…
+		r.Tool, r.mcpServer = "mcp__"+m[1], "mcp__"+m[1]+"__"
+		r.tools = []string{r.Tool}
+		r.kind = specAll
+		return r, nil
+	}
 	if i := strings.IndexByte(s, '('); i >= 0 {
 		if !strings.HasSuffix(s, ")") {
 			return Rule{}, fmt.Errorf("%w %q: no closing parenthesis", ErrBadRule, raw)
@@ -333,6 +346,9 @@ func (r *Rule) parsePath() error {
 
 // covers reports whether the rule names the tool.
 func (r *Rule) covers(tool string) bool {
+	if r.mcpServer != "" && strings.HasPrefix(tool, r.mcpServer) {
+		return true
+	}
 	for _, t := range r.tools {
 		if t == tool {
 			return true
