@@ -268,18 +268,20 @@ func (e *Env) loadRules(warn io.Writer) error {
 		DefaultPattern: s.DefaultPattern.Value,
 		TeammateModel:  s.TeammateModel.Value,
 		StateDir:       e.StateDir,
-		ShellEnv:       shell.Environ(os.Environ(), s.Env),
-		Sandbox:        sandbox,
-		Watch:          team.NewFileWatch(e.watchedPaths(s)),
-		OnProtectedChange: func(paths []string) {
-			for _, p := range paths {
-				e.Logger.Warn("protected file changed by a bash command", "path", p)
-				if warn != nil {
-					mu.Lock()
-					fmt.Fprintf(warn, "troupe: protected file %s was changed by a bash command during the run; not applied to it (review it)\n", p)
-					mu.Unlock()
+		ShellRules: team.ShellRules{
+			ShellEnv: shell.Environ(os.Environ(), s.Env),
+			Sandbox:  sandbox,
+			Watch:    team.NewFileWatch(e.watchedPaths(s)),
+			OnProtectedChange: func(paths []string) {
+				for _, p := range paths {
+					e.Logger.Warn("protected file changed by a bash command", "path", p)
+					if warn != nil {
+						mu.Lock()
+						fmt.Fprintf(warn, "troupe: protected file %s was changed by a bash command during the run; not applied to it (review it)\n", p)
+						mu.Unlock()
+					}
 				}
-			}
+			},
 		},
 	}
 	return nil
@@ -422,12 +424,13 @@ type TeamOptions struct {
 // SessionConfig builds a team session's configuration.
 func (e *Env) SessionConfig(provider llm.Provider, model string, maxTurns int, f TeamOptions, pf ProviderChoice) (team.Config, error) {
 	cfg := team.Config{
-		Store: e.Store, Provider: provider, Workspace: e.Workspace, Model: model, TeammateModel: f.TeammateModel,
-		TeammateMode: f.TeammateMode, IdleTimeout: f.IdleTimeout, MaxTurns: maxTurns,
-		PermissionMode: f.PermissionMode, Delegate: f.Delegate, Sections: e.Sections, Skills: e.Skills, Logger: e.Logger,
-		Rules: e.Rules, AgentStderr: e.LogFile, Keys: e.Keys,
+		Store: e.Store, Provider: provider, Workspace: e.Workspace, Rules: e.Rules, Keys: e.Keys,
+		Limits:    team.Limits{Model: model, TeammateModel: f.TeammateModel, MaxTurns: maxTurns, IdleTimeout: f.IdleTimeout},
+		Prompts:   team.Prompts{Sections: e.Sections, Skills: e.Skills, Agents: e.Agents},
+		Modes:     team.Modes{PermissionMode: f.PermissionMode, Delegate: f.Delegate, TeammateMode: f.TeammateMode},
+		Processes: team.Processes{AgentStderr: e.LogFile},
+		Observers: team.Observers{Logger: e.Logger},
 	}
-	cfg.Agents = e.Agents
 	if cfg.Model == "" && e.Settings != nil {
 		cfg.Model = e.Settings.LeadModel.Value
 		if id, ok := subagent.ModelAliases[cfg.Model]; ok {

@@ -85,8 +85,9 @@ lead's answers from forged ones.`,
 				e.Rules.Hooks.SetAsker(hook.ProviderAsker(provider, model))
 			}
 			err = team.RunMember(a.ctx, team.MemberConfig{
-				Team: t, Name: name, Key: key, Provider: provider, Workspace: e.Workspace, DefaultModel: model,
-				IdleTimeout: idleTimeout, MaxTurns: maxTurns, Sections: e.Sections, Rules: e.Rules, Logger: e.Logger,
+				Team: t, Name: name, Key: key, Provider: provider, Workspace: e.Workspace, Sections: e.Sections, Rules: e.Rules,
+				MemberLimits: team.MemberLimits{DefaultModel: model, IdleTimeout: idleTimeout, MaxTurns: maxTurns},
+				Observers:    team.Observers{Logger: e.Logger},
 			})
 			if err != nil && !errors.Is(err, context.Canceled) {
 				return withCode(ExitError, err)

@@ -21,19 +21,13 @@ import (
 	"github.com/troupe-dev/troupe/internal/tool"
 )
 
-// MemberConfig configures one teammate's runtime.
+// MemberConfig configures one teammate's runtime. Its limits and its
+// observers are embedded records (issue 15); their fields are promoted.
 type MemberConfig struct {
 	Team      store.Team
 	Name      string
 	Provider  llm.Provider
 	Workspace *tool.Workspace
-	// DefaultModel is used when the roster names no model.
-	DefaultModel string
-	IdleTimeout  time.Duration
-	MaxTurns     int
-	// PermissionTimeout bounds the wait for an answer to a permission
-	// request; no answer is a denial (default 10m).
-	PermissionTimeout time.Duration
 	// Sections are added to the system prompt (project memory, …).
 	Sections []string
 	// Rules are the settings' permission rules, hooks, guard and patterns.
@@ -43,13 +37,24 @@ type MemberConfig struct {
 	// it is given the lead's sealed Team instead.
 	Key []byte
 	// Pacer shares the turn with the rest of a recorded or replayed team.
-	Pacer   *pace.Pacer
-	Observe func(agent.Event)
-	OnEvent func(store.Event)
-	// OnDelivered receives the messages handed to the member's model (see
-	// Config.OnDelivered).
-	OnDelivered func(agent string, msgs []store.Message, at string)
-	Logger      *slog.Logger
+	Pacer *pace.Pacer
+
+	MemberLimits
+	// Observers are the lead's, for an in-process member (see
+	// Config.Observers).
+	Observers
+}
+
+// MemberLimits groups a teammate's model with the bounds on how long it
+// runs and waits: the lead passes them on from its own command line.
+type MemberLimits struct {
+	// DefaultModel is used when the roster names no model.
+	DefaultModel string
+	IdleTimeout  time.Duration
+	MaxTurns     int
+	// PermissionTimeout bounds the wait for an answer to a permission
+	// request; no answer is a denial (default 10m).
+	PermissionTimeout time.Duration
 }
 
 // Member is a persistent teammate: its own agent loop and context, an idle

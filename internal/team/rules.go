@@ -42,6 +42,14 @@ type Rules struct {
 	// StateDir is the file store's state directory, from which hooks are
 	// given each agent's transcript_path ("": none).
 	StateDir string
+
+	ShellRules
+}
+
+// ShellRules groups what every agent's bash commands run with and how
+// their effect on protected files is checked afterwards: all of it applies
+// to the bash tool alone.
+type ShellRules struct {
 	// ShellEnv is the environment of every agent's bash commands: the
 	// scrubbed process environment plus the settings' env (nil: the
 	// scrubbed process environment).

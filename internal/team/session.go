@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -23,11 +22,9 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/replay/pace"
-	"github.com/troupe-dev/troupe/internal/skill"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/subagent"
 	"github.com/troupe-dev/troupe/internal/teamevent"
-	"github.com/troupe-dev/troupe/internal/teamkey"
 	"github.com/troupe-dev/troupe/internal/todo"
 	"github.com/troupe-dev/troupe/internal/tool"
 )
@@ -46,89 +43,6 @@ var (
 	// them can take, and the lead did nothing about it.
 	ErrStalled = errors.New("team stalled")
 )
-
-// Config is what every agent of a session shares.
-type Config struct {
-	Store     store.Store
-	Provider  llm.Provider
-	Workspace *tool.Workspace
-	// Model is the lead's model; TeammateModel the default for teammates
-	// (empty: the provider's default).
-	Model         string
-	TeammateModel string
-	// TeammateMode is ModeInProcess (default) or ModeProcess.
-	TeammateMode string
-	// AgentCommand is the command that runs one teammate in process mode;
-	// "--team T --name N --workspace DIR" and the key's descriptor are
-	// appended.
-	AgentCommand []string
-	// AgentEnv is added to the environment of teammate processes.
-	AgentEnv []string
-	// IdleTimeout makes an idle teammate exit after this long with nothing
-	// to do (0: stay until shut down).
-	IdleTimeout time.Duration
-	// MaxTurns bounds the model calls of one agent run (0: none).
-	MaxTurns int
-	// PermissionMode is the lead's mode and the default for teammates.
-	PermissionMode string
-	// Delegate limits the lead to management tools.
-	Delegate bool
-	// SystemPrompt, when set, replaces the lead's whole system prompt
-	// (--system-prompt); AppendSystemPrompt is added at its end
-	// (--append-system-prompt). Teammates keep their own.
-	SystemPrompt       string
-	AppendSystemPrompt string
-	// OnDenied, when set, sees every tool call of the lead (and of its
-	// subagents) that the permission gate refused, with the reason the
-	// model was given.
-	OnDenied func(call agent.Call, reason string)
-	// Observe receives every agent's events.
-	Observe func(agent.Event)
-	// OnEvent receives team events (status changes, messages, tasks) as
-	// they are journaled; package teamevent decodes them.
-	OnEvent func(store.Event)
-	// OnDelivered receives the inbox messages handed to an agent's model
-	// (the lead's or a teammate's in this process), as they were sent, and
-	// where: AtIdle (they woke it) or AtToolBoundary (during its turn).
-	OnDelivered func(agent string, msgs []store.Message, at string)
-	// Placement gives each teammate its workspace, rules and launcher
-	// (nil: SharedPlacement, the lead's workspace and rules, in process or
-	// with AgentCommand).
-	Placement Placement
-	// AgentStderr receives the standard error of teammate processes
-	// (default: the lead's own standard error).
-	AgentStderr io.Writer
-	// ShutdownWait bounds how long TeamDelete waits for members to stop
-	// (default 2m).
-	ShutdownWait time.Duration
-	// Sections are added to every agent's system prompt (project memory,
-	// the skills list); Skills backs the lead's Skill tool.
-	Sections []string
-	Skills   *skill.Set
-	// Agents are the custom subagent types (.claude/agents) the lead's Task
-	// tool may start beside the built-in ones.
-	Agents *subagent.Catalog
-	// HumanRequests, when set, is offered every permission and plan
-	// approval request addressed to the lead: a human is attached (the
-	// terminal UI). If it returns true the human will answer (with
-	// AnswerAsHuman) and the lead's model never sees the request.
-	HumanRequests func(store.Message) bool
-	// AskHuman, when set, answers the lead's own permission questions (a
-	// human is attached); nil refuses them.
-	AskHuman func(ctx context.Context, call agent.Call, reason string) agent.Decision
-	// Rules are the settings' permission rules, hooks, guard and patterns.
-	Rules *Rules
-	// Keys holds the teams' secret keys: TeamCreate makes one, Resume
-	// reads it, TeamDelete deletes it, and every message of the team is
-	// signed with it (see package store/seal); teammate processes get it
-	// through an inherited descriptor. Nil leaves messages unsigned.
-	Keys *teamkey.Keys
-	// Pacer, when set, shares one turn between the lead and its in-process
-	// teammates so a run can be recorded and replayed exactly (see package
-	// pace); nil runs them freely.
-	Pacer  *pace.Pacer
-	Logger *slog.Logger
-}
 
 // Stats counts what the lead spent.
 type Stats struct {

@@ -116,8 +116,9 @@ func (sv *supervisor) start(t store.Team, name string, env Env) error {
 	c := sv.cfg
 	m, err := NewMember(MemberConfig{
 		Team: t, Name: name, Provider: c.Provider, Pacer: c.Pacer, Workspace: env.Workspace,
-		DefaultModel: c.TeammateModel, IdleTimeout: c.IdleTimeout, MaxTurns: c.MaxTurns,
-		Sections: c.Sections, Rules: env.Rules, Observe: c.Observe, OnEvent: c.OnEvent, OnDelivered: c.OnDelivered, Logger: c.Logger,
+		Sections: c.Sections, Rules: env.Rules,
+		MemberLimits: MemberLimits{DefaultModel: c.TeammateModel, IdleTimeout: c.IdleTimeout, MaxTurns: c.MaxTurns},
+		Observers:    c.Observers,
 	})
 	if err != nil {
 		cancel()

@@ -82,7 +82,8 @@ func start(t *testing.T, script string, opts ...option) *fixture {
 	}
 	// Bypass unless a test says otherwise: most scripts are about the team,
 	// not permissions (the session itself defaults to the default mode).
-	cfg := team.Config{Store: st, Provider: p, Workspace: w, ShutdownWait: 30 * time.Second, Keys: keys, PermissionMode: team.PermBypass}
+	cfg := team.Config{Store: st, Provider: p, Workspace: w, Keys: keys}
+	cfg.ShutdownWait, cfg.PermissionMode = 30*time.Second, team.PermBypass
 	for _, o := range opts {
 		o(&cfg)
 	}
