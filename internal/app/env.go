@@ -426,7 +426,7 @@ func (e *Env) SessionConfig(provider llm.Provider, model string, maxTurns int, f
 	cfg := team.Config{
 		Store: e.Store, Provider: provider, Workspace: e.Workspace, Rules: e.Rules, Keys: e.Keys,
 		Limits:    team.Limits{Model: model, TeammateModel: f.TeammateModel, MaxTurns: maxTurns, IdleTimeout: f.IdleTimeout},
-		Prompts:   team.Prompts{Sections: e.Sections, Skills: e.Skills, Agents: e.Agents},
+		Prompts:   team.Prompts{Sections: e.Sections, Skills: e.Skills, Agents: e.Agents, Tools: e.MCPTools(e.ctx)},
 		Modes:     team.Modes{PermissionMode: f.PermissionMode, Delegate: f.Delegate, TeammateMode: f.TeammateMode},
 		Processes: team.Processes{AgentStderr: e.LogFile},
 		Observers: team.Observers{Logger: e.Logger},

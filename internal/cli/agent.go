@@ -86,6 +86,7 @@ lead's answers from forged ones.`,
 			}
 			err = team.RunMember(a.ctx, team.MemberConfig{
 				Team: t, Name: name, Key: key, Provider: provider, Workspace: e.Workspace, Sections: e.Sections, Rules: e.Rules,
+				Tools:        e.MCPTools(a.ctx),
 				MemberLimits: team.MemberLimits{DefaultModel: model, IdleTimeout: idleTimeout, MaxTurns: maxTurns},
 				Observers:    team.Observers{Logger: e.Logger},
 			})

@@ -75,6 +75,10 @@ type Prompts struct {
 	// Agents are the custom subagent types (.claude/agents) the lead's Task
 	// tool may start beside the built-in ones.
 	Agents *subagent.Catalog
+	// Tools are offered to the lead and every teammate after their own
+	// (the MCP servers' tools, mcp__<server>__<tool>); each declares its
+	// kind, which the permission engine decides by.
+	Tools []tool.Tool
 }
 
 // Modes groups the switches that decide what the lead may do itself and

@@ -26,7 +26,7 @@ const (
 
 // leadRegistry is the lead's column of DESIGN §4's table, in a fixed order
 // (the order is part of the cached prompt prefix).
-func leadRegistry(b *binding, list *todo.List, skills *skill.Set, sub tool.TaskHandlers) *tool.Registry {
+func leadRegistry(b *binding, list *todo.List, skills *skill.Set, sub tool.TaskHandlers, extra ...tool.Tool) *tool.Registry {
 	r := tool.NewRegistry(tool.Builtins()...)
 	r.Add(tool.TodoWriteTool(list))
 	for _, t := range []tool.Tool{taskCreateTool{b}, taskUpdateTool{b}, taskListTool{b}, taskGetTool{b}, sendMessageTool{b}} {
@@ -40,7 +40,18 @@ func leadRegistry(b *binding, list *todo.List, skills *skill.Set, sub tool.TaskH
 	r.Add(teamCreateTool{b})
 	r.Add(teamDeleteTool{b})
 	r.Add(tool.CompactTool())
+	addExtra(r, extra)
 	return r
+}
+
+// addExtra offers tools from outside troupe (MCP servers') after an
+// agent's own; a name already taken keeps its own tool.
+func addExtra(r *tool.Registry, extra []tool.Tool) {
+	for _, t := range extra {
+		if _, taken := r.Get(t.Spec().Name); !taken {
+			r.Add(t)
+		}
+	}
 }
 
 // teammateRegistry is a teammate's column: never Task, TeamCreate,
@@ -48,7 +59,7 @@ func leadRegistry(b *binding, list *todo.List, skills *skill.Set, sub tool.TaskH
 // TaskOutput and TaskStop for its own background jobs: bash offers it
 // run_in_background, and a job it could start but never read or stop
 // would be a leak.
-func teammateRegistry(b *binding, list *todo.List) *tool.Registry {
+func teammateRegistry(b *binding, list *todo.List, extra ...tool.Tool) *tool.Registry {
 	r := tool.NewRegistry(tool.Builtins()...)
 	r.Add(tool.TodoWriteTool(list))
 	for _, t := range []tool.Tool{taskCreateTool{b}, taskUpdateTool{b}, taskListTool{b}, sendMessageTool{b}} {
@@ -58,6 +69,7 @@ func teammateRegistry(b *binding, list *todo.List) *tool.Registry {
 		r.Add(t)
 	}
 	r.Add(tool.CompactTool())
+	addExtra(r, extra)
 	return r
 }
 

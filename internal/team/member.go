@@ -38,6 +38,8 @@ type MemberConfig struct {
 	Key []byte
 	// Pacer shares the turn with the rest of a recorded or replayed team.
 	Pacer *pace.Pacer
+	// Tools are offered after the teammate's own (Config.Tools).
+	Tools []tool.Tool
 
 	MemberLimits
 	// Observers are the lead's, for an in-process member (see
@@ -153,7 +155,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 			Instructions: instr,
 			Sections:     cfg.Sections,
 		}.String(),
-		Tools:      teammateRegistry(b, list),
+		Tools:      teammateRegistry(b, list, cfg.Tools...),
 		Env:        cfg.Rules.toolEnv(cfg.Workspace, m.name, r.Name, m.jobs),
 		MaxTurns:   cfg.MaxTurns,
 		Gate:       m.gate,

@@ -157,7 +157,7 @@ func (b *binding) sendMessage(ctx context.Context, a sendMessageArgs) (string, e
 		}
 		if typ == store.TypePermissionResponse && *a.Approve {
 			// The lead may only grant what its own rules would let it do.
-			call := agent.Call{Name: req.ToolName, Input: req.ToolInput, Kind: teammateRegistry(b, nil).Kind(req.ToolName)}
+			call := agent.Call{Name: req.ToolName, Input: req.ToolInput, Kind: teammateRegistry(b, nil, b.sess.cfg.Tools...).Kind(req.ToolName)}
 			if ok, why := b.sess.cfg.Rules.policy().Grantable(b.sess.leadMode(), call); !ok {
 				return "", fmt.Errorf("you may not grant %s's %s call: %s; answer with approve false", req.From, req.ToolName, why)
 			}

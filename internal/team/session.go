@@ -156,7 +156,7 @@ func NewSession(cfg Config) (*Session, error) {
 		Provider:   cfg.Pacer.Provider(cfg.Provider, store.LeadName),
 		Model:      cfg.Model,
 		System:     leadSystem(cfg, id),
-		Tools:      leadRegistry(b, list, cfg.Skills, tool.TaskHandlers{Subagent: subagent.Handler(sub), Teammate: s.teammateHandler}),
+		Tools:      leadRegistry(b, list, cfg.Skills, tool.TaskHandlers{Subagent: subagent.Handler(sub), Teammate: s.teammateHandler}, cfg.Tools...),
 		Env:        cfg.Rules.toolEnv(cfg.Workspace, store.LeadName, "", s.jobs),
 		MaxTurns:   cfg.MaxTurns,
 		Gate:       gate,

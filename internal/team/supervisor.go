@@ -116,7 +116,7 @@ func (sv *supervisor) start(t store.Team, name string, env Env) error {
 	c := sv.cfg
 	m, err := NewMember(MemberConfig{
 		Team: t, Name: name, Provider: c.Provider, Pacer: c.Pacer, Workspace: env.Workspace,
-		Sections: c.Sections, Rules: env.Rules,
+		Sections: c.Sections, Rules: env.Rules, Tools: c.Tools,
 		MemberLimits: MemberLimits{DefaultModel: c.TeammateModel, IdleTimeout: c.IdleTimeout, MaxTurns: c.MaxTurns},
 		Observers:    c.Observers,
 	})
