@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -83,19 +85,29 @@ and the team deleted. Runs in a temporary workspace unless --workspace is given.
 	return cmd
 }
 
-func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
+func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) (err error) {
 	if err := a.canRecord(mode); err != nil {
 		return err
 	}
 	dir := a.workspace
 	if dir == "" {
-		tmp, err := os.MkdirTemp("", "troupe-demo-")
-		if err != nil {
-			return withCode(ExitError, err)
+		tmp, terr := os.MkdirTemp("", "troupe-demo-")
+		if terr != nil {
+			return withCode(ExitError, terr)
 		}
 		dir = tmp
+		// A temporary workspace goes away with a demo that succeeded;
+		// one that failed or was interrupted stays, so the failure can be
+		// read and the team resumed.
+		defer func() {
+			if err == nil {
+				os.RemoveAll(tmp)
+				return
+			}
+			fmt.Fprintf(a.stderr, "troupe demo: the workspace is kept in %s\n", tmp)
+		}()
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err = os.MkdirAll(dir, 0o755); err != nil {
 		return withCode(ExitError, err)
 	}
 	dir, _ = filepath.Abs(dir)
@@ -193,6 +205,15 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
 		fmt.Fprintf(out, "files: %s (in %s)\n", strings.Join(rep.FilesWritten, ", "), dir)
 	}
 	switch {
+	case runErr != nil && errors.Is(runErr, context.Canceled):
+		if rep.Team == "" {
+			return withCode(ExitInterrupted, errors.New("interrupted"))
+		}
+		hint := "troupe resume " + rep.Team
+		if a.workspace == "" {
+			hint = fmt.Sprintf("troupe resume %s --workspace %s", rep.Team, dir)
+		}
+		return withCode(ExitInterrupted, fmt.Errorf("interrupted; continue with: %s", hint))
 	case runErr != nil:
 		return withCode(ExitError, runErr)
 	case closeErr != nil:

@@ -292,6 +292,8 @@ func (a *app) demoTUI(latency time.Duration, mode string) (ok bool, err error) {
 	if err != nil {
 		return true, err
 	}
+	finished := false
+	defer func() { d.removeTemp(finished && err == nil, a.stderr) }()
 	defer d.close()
 	defer quietLogs(d.env.LogFile)()
 	q := newFeed()
@@ -317,7 +319,7 @@ func (a *app) demoTUI(latency time.Duration, mode string) (ok bool, err error) {
 		if ctx.Err() != nil {
 			return // the user quit before the end
 		}
-		runErr = err
+		runErr, finished = err, true
 		q.push(tui.FinishedMsg{Summary: d.summary(res, tl, time.Since(start)), Err: err})
 	})
 	if err == nil {
@@ -337,6 +339,7 @@ const demoUILatency = 300 * time.Millisecond
 // by the fake API on loopback, and a session configuration on it.
 type demo struct {
 	dir  string
+	temp bool // dir was made for this demo (no --workspace)
 	fake *fakeapi.Server
 	env  *env
 	cfg  team.Config
@@ -359,7 +362,7 @@ func (a *app) startDemo(latency time.Duration, mode string) (*demo, error) {
 	if err != nil {
 		return nil, withCode(ExitError, fmt.Errorf("bundled script: %w", err))
 	}
-	d := &demo{dir: dir, fake: fakeapi.New(script, a.demoCache.options(fakeapi.Options{Latency: latency}))}
+	d := &demo{dir: dir, temp: a.workspace == "", fake: fakeapi.New(script, a.demoCache.options(fakeapi.Options{Latency: latency}))}
 	base, err := d.fake.Start("127.0.0.1:0")
 	if err != nil {
 		return nil, withCode(ExitError, err)
@@ -382,6 +385,20 @@ func (a *app) startDemo(latency time.Duration, mode string) (*demo, error) {
 	}
 	d.cfg.AgentEnv = []string{"ANTHROPIC_API_KEY=demo", "ANTHROPIC_BASE_URL=" + base}
 	return d, nil
+}
+
+// removeTemp removes a temporary workspace once the story has been played
+// through; otherwise (a failure, or a team left resumable) it says where the
+// workspace is kept.
+func (d *demo) removeTemp(done bool, w io.Writer) {
+	if !d.temp {
+		return
+	}
+	if done {
+		_ = os.RemoveAll(d.dir)
+		return
+	}
+	fmt.Fprintf(w, "troupe demo: the workspace is kept in %s\n", d.dir)
 }
 
 func (d *demo) close() {
