@@ -102,6 +102,7 @@ func (a *app) serveFakeAPI(ctx context.Context, s *fakeapi.Script, addr string, 
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	setStopNotice("troupe: stopping the fake API server")
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

@@ -8,8 +8,16 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"sync/atomic"
 	"syscall"
 )
+
+// stopNotice is what the first SIGINT or SIGTERM prints; a command that
+// runs no team (a server) says what it stops instead.
+var stopNotice atomic.Pointer[string]
+
+// setStopNotice makes the first signal print msg.
+func setStopNotice(msg string) { stopNotice.Store(&msg) }
 
 // ExitInterrupted is the exit code of a run stopped by SIGINT or SIGTERM.
 const ExitInterrupted = 130
@@ -42,7 +50,11 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if _, ok := <-sigs; !ok {
 			return
 		}
-		fmt.Fprintln(stderr, "troupe: stopping the team; it stays resumable (a second signal forces the exit)")
+		msg := "troupe: stopping the team; it stays resumable (a second signal forces the exit)"
+		if p := stopNotice.Load(); p != nil {
+			msg = *p
+		}
+		fmt.Fprintln(stderr, msg)
 		cancel()
 		if _, ok := <-sigs; ok {
 			fmt.Fprintln(stderr, "troupe: forced exit")
