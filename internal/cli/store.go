@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -18,6 +19,8 @@ import (
 
 	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/team"
+	"github.com/troupe-dev/troupe/internal/teamevent"
 )
 
 // storeCmds returns the commands that read and write a team's durable state
@@ -314,7 +317,9 @@ type teamStatus struct {
 	store.Roster
 	Tasks  map[string]int    `json:"tasks"`  // count by status
 	Inbox  map[string]int    `json:"inbox"`  // unread messages by member
-	Health map[string]string `json:"health"` // member -> status, or "dead" if its heartbeat is stale
+	Health map[string]string `json:"health"` // member -> status, or "dead" if its heartbeat is stale or its process gone
+	// LeadModel is the model of the lead's last call (from the journal).
+	LeadModel string `json:"lead_model,omitempty"`
 	// Corrupt lists the tasks whose files cannot be read (also counted in
 	// Tasks as "corrupt").
 	Corrupt []store.Corrupt `json:"corrupt,omitempty"`
@@ -323,6 +328,78 @@ type teamStatus struct {
 // staleHeartbeat is how old a working or idle member's heartbeat may be
 // before status reports it dead.
 const staleHeartbeat = 30 * time.Second
+
+// memberDead reports whether m is on the roster as running but is not: its
+// heartbeat is stale, or the process it recorded is gone. The roster names
+// no host; a team's state lives in its workspace, on the machine that runs
+// it, so the pid is looked up here.
+func memberDead(m store.Member, now time.Time) bool {
+	if m.Status == store.StatusShutdown {
+		return false
+	}
+	if !m.HeartbeatAt.IsZero() && now.Sub(m.HeartbeatAt) > staleHeartbeat {
+		return true
+	}
+	return m.PID > 0 && !pidAlive(m.PID)
+}
+
+// pidAlive reports whether process pid exists (signal 0 delivers nothing;
+// EPERM means it exists under another user).
+func pidAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// leadState is what status can tell of the lead, who is not on the roster.
+type leadState struct {
+	status string // running, dead, stopped, or "" when nothing tells
+	model  string
+}
+
+// leadFromJournal finds the lead's model in its last model call, and its
+// liveness from its process: the pid of a teammate it runs in process, or
+// failing that how recently the lead wrote to the journal.
+func leadFromJournal(r store.Roster, events []store.Event, now time.Time) leadState {
+	var st leadState
+	inProcess := map[string]bool{}
+	var last time.Time
+	for _, e := range events {
+		env, err := teamevent.Decode(e)
+		if err != nil {
+			continue
+		}
+		switch ev := env.Event.(type) {
+		case teamevent.Spawn:
+			inProcess[ev.Member] = ev.Mode != team.ModeProcess
+		case teamevent.Usage:
+			if ev.AgentName == store.LeadName && ev.Model != "" {
+				st.model = ev.Model
+			}
+		}
+		if env.Agent == store.LeadName {
+			last = env.TS
+		}
+	}
+	for _, m := range r.Members {
+		if !inProcess[m.Name] || m.PID <= 0 {
+			continue
+		}
+		if pidAlive(m.PID) {
+			st.status = "running"
+			return st
+		}
+		st.status = "dead"
+	}
+	switch {
+	case st.status != "":
+	case last.IsZero():
+	case now.Sub(last) <= staleHeartbeat:
+		st.status = "running"
+	default:
+		st.status = "stopped"
+	}
+	return st
+}
 
 func (a *app) teamStatusCmd() *cobra.Command {
 	var asJSON bool
@@ -362,11 +439,17 @@ func (a *app) teamStatusCmd() *cobra.Command {
 			now := time.Now()
 			for _, m := range r.Members {
 				h := m.Status
-				if m.Status != store.StatusShutdown && !m.HeartbeatAt.IsZero() && now.Sub(m.HeartbeatAt) > staleHeartbeat {
+				if memberDead(m, now) {
 					h = "dead"
 				}
 				st.Health[m.Name] = orDash(h)
 			}
+			events, err := t.Journal().Read(ctx)
+			if err != nil {
+				return withCode(ExitError, err)
+			}
+			lead := leadFromJournal(r, events, now)
+			st.Health[store.LeadName], st.LeadModel = orDash(lead.status), lead.model
 			if asJSON {
 				return writeJSON(a.stdout, st)
 			}
@@ -385,7 +468,7 @@ func (a *app) teamStatusCmd() *cobra.Command {
 				fmt.Fprintf(a.stdout, "  task %s is corrupt: %s (%s)\n", c.ID, c.Err, c.Path)
 			}
 			fmt.Fprintln(a.stdout)
-			rows := [][]string{{store.LeadName, "lead", "-", "-", fmt.Sprint(st.Inbox[store.LeadName])}}
+			rows := [][]string{{store.LeadName, "lead", st.Health[store.LeadName], orDash(st.LeadModel), fmt.Sprint(st.Inbox[store.LeadName])}}
 			for _, m := range r.Members {
 				if m.Name == store.LeadName {
 					continue
