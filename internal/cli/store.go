@@ -105,7 +105,7 @@ func (a *app) tasksCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tasks TEAM",
 		Short: "Show a team's task board: id, status, owner, subject, blocked by",
-		Args:  cobra.ExactArgs(1),
+		Args:  a.teamArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, t, err := a.openTeam(args[0])
 			if err != nil {
@@ -179,7 +179,7 @@ func (a *app) inboxCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inbox TEAM NAME",
 		Short: "Read a member's inbox without consuming it (the lead is team-lead)",
-		Args:  cobra.ExactArgs(2),
+		Args:  a.teamArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, t, err := a.openTeam(args[0])
 			if err != nil {
@@ -220,7 +220,7 @@ func (a *app) sendCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "send TEAM NAME TEXT",
 		Short: `Send a message from "human" to a member (the lead is team-lead)`,
-		Args:  cobra.ExactArgs(3),
+		Args:  a.teamArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, t, err := a.openTeam(args[0])
 			if err != nil {
@@ -406,7 +406,7 @@ func (a *app) teamStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status TEAM",
 		Short: "Show one team's roster, task counts and inbox depths",
-		Args:  cobra.ExactArgs(1),
+		Args:  a.teamArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			s, t, err := a.openTeam(args[0])
@@ -480,4 +480,42 @@ func (a *app) teamStatusCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// teamArgs wants exactly the arguments the command's use line names after
+// its name (TEAM first); a missing one is named, and a missing TEAM comes
+// with the teams there are to choose from.
+func (a *app) teamArgs(cmd *cobra.Command, args []string) error {
+	want := strings.Fields(cmd.Use)[1:]
+	switch {
+	case len(args) > len(want):
+		return withCode(ExitUsage, fmt.Errorf("%d arguments given, %d wanted (usage: %s)", len(args), len(want), cmd.UseLine()))
+	case len(args) == len(want):
+		return nil
+	case len(args) > 0:
+		return withCode(ExitUsage, fmt.Errorf("missing %s (usage: %s)", want[len(args)], cmd.UseLine()))
+	}
+	return withCode(ExitUsage, fmt.Errorf("missing TEAM (usage: %s); %s", cmd.UseLine(), a.teamChoices()))
+}
+
+// teamChoices names the workspace's teams, for an error that wants one.
+func (a *app) teamChoices() string {
+	s, err := a.openStore(true)
+	if err != nil || s == nil {
+		return "this workspace has no teams"
+	}
+	defer s.Close()
+	teams, err := s.Teams(a.ctx)
+	if err != nil || len(teams.Rosters)+len(teams.Corrupt) == 0 {
+		return "this workspace has no teams"
+	}
+	var names []string
+	for _, r := range teams.Rosters {
+		names = append(names, r.Name)
+	}
+	for _, c := range teams.Corrupt {
+		names = append(names, c.ID)
+	}
+	slices.Sort(names)
+	return "teams: " + strings.Join(names, ", ")
 }

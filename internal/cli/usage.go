@@ -33,7 +33,7 @@ agent's first call), the dollars caching saved over paying every input token
 at the input price, and the dollars lost to misses: calls that paid again, as
 cache writes or input, for a prefix their agent had cached before (after an
 idle longer than the cache's lifetime, a compaction, or a changed prefix).`,
-		Args: cobra.ExactArgs(1),
+		Args: a.teamArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ws, err := a.Workspace()
 			if err != nil {
@@ -151,7 +151,7 @@ func (a *app) budgetCmd() *cobra.Command {
 calls; --cost is in US dollars; 0 removes a limit) and sends NAME a message, so
 a member stopped by its budget goes on. Limits for every agent and for the
 whole team live in .troupe/settings.json under "budgets".`,
-		Args: cobra.ExactArgs(2),
+		Args: a.teamArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ws, err := a.Workspace()
 			if err != nil {
