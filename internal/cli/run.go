@@ -59,6 +59,9 @@ func (a *app) addRunFlags(root *cobra.Command) {
 		if len(args) > 0 {
 			return fmt.Errorf("unknown command %q; see troupe --help", args[0])
 		}
+		if cmd.Flags().Changed("print") && strings.TrimSpace(f.prompt) == "" && f.inputFormat != formatStreamJSON {
+			return withCode(ExitUsage, errors.New("the -p prompt is empty; say what the team should do (troupe -p \"...\")"))
+		}
 		if f.prompt == "" && f.inputFormat != formatStreamJSON {
 			return a.runTUI(cmd)
 		}
