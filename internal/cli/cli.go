@@ -146,7 +146,9 @@ func (a *app) rootCmd() *cobra.Command {
 		Short:         "Run teams of LLM coding agents",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       "set", // makes cobra add --version; the template says it all
 	}
+	root.SetVersionTemplate(versionText())
 	root.PersistentFlags().StringVar(&a.workspace, "workspace", "", "workspace directory (default: the current directory)")
 	root.PersistentFlags().StringVar(&a.stateDir, "state-dir", "", "state directory (default: <workspace>/.troupe, or $TROUPE_HOME)")
 	root.PersistentFlags().BoolVar(&a.sandbox, "sandbox", false, "run every bash command in a bubblewrap sandbox: the workspace writable, troupe's and the settings' files read-only, credentials hidden, no network (settings: sandbox.enabled)")
