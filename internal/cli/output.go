@@ -254,7 +254,7 @@ func (o *runOutput) textEvent(ev agent.Event) {
 		fmt.Fprintf(o.cfg.Stderr, "troupe: model call failed (%v); retrying in %s\n", ev.Err, ev.Delay.Round(time.Millisecond))
 	case agent.EventToolCall:
 		if o.cfg.Verbose {
-			fmt.Fprintf(o.cfg.Stderr, "→ %s %s\n", ev.Call.Name, oneLine(string(ev.Call.Input), 120))
+			fmt.Fprintf(o.cfg.Stderr, "%s → %s %s\n", agentOr(ev.Agent), ev.Call.Name, oneLine(string(ev.Call.Input), 120))
 		}
 	case agent.EventToolResult:
 		if o.cfg.Verbose {
@@ -262,7 +262,7 @@ func (o *runOutput) textEvent(ev agent.Event) {
 			if ev.Result.IsError {
 				mark = "✗"
 			}
-			fmt.Fprintf(o.cfg.Stderr, "%s %s %s\n", mark, ev.Call.Name, oneLine(ev.Result.Content, 120))
+			fmt.Fprintf(o.cfg.Stderr, "%s %s %s %s\n", agentOr(ev.Agent), mark, ev.Call.Name, oneLine(ev.Result.Content, 120))
 		}
 	}
 }
@@ -289,7 +289,7 @@ func (o *runOutput) teamEvent(e store.Event) {
 		o.line(e.Agent, e.Team, line)
 	case formatText:
 		if o.cfg.Verbose {
-			fmt.Fprintf(o.cfg.Stderr, "· %s %s %s\n", e.Agent, e.Type, oneLine(fmt.Sprint(e.Fields), 140))
+			fmt.Fprintln(o.cfg.Stderr, verboseEvent(e))
 		}
 	}
 }
