@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/troupe-dev/troupe/internal/store"
+)
+
+// TestVerboseEvent: every line names who wrote it; kinds without words of
+// their own show their fields as sorted key=value, never as a Go map.
+func TestVerboseEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ev   store.Event
+		want string
+	}{
+		{"status-own", store.Event{Type: "status", Agent: "alice", Fields: map[string]any{"member": "alice", "status": "idle"}},
+			"· alice is idle"},
+		{"status-other", store.Event{Type: "status", Agent: "team-lead", Fields: map[string]any{"member": "bob", "status": "working"}},
+			"· team-lead bob is working"},
+		{"generic", store.Event{Type: "restart", Agent: "team-lead", Fields: map[string]any{"member": "bob", "exit": "killed", "restarts": float64(1)}},
+			"· team-lead restart exit=killed member=bob restarts=1"},
+		{"unknown-kind", store.Event{Type: "future_thing", Fields: map[string]any{"list": []any{"a", "b"}, "n": map[string]any{"k": "v"}}},
+			`· troupe future_thing list=["a","b"] n={"k":"v"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.ev.TS, tc.ev.Team = time.Now(), "t1"
+			if diff := cmp.Diff(tc.want, verboseEvent(tc.ev)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
