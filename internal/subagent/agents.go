@@ -280,6 +280,11 @@ func ParseDefinition(data []byte, name string) (Definition, []string, error) {
 				def.Tools = append(def.Tools, t)
 			}
 		}
+		for _, t := range allowed {
+			if strings.HasPrefix(t, "mcp__") {
+				def.Tools = append(def.Tools, t)
+			}
+		}
 	}
 	return def, notes, nil
 }
@@ -314,6 +319,9 @@ func mapTool(t string) (string, bool) {
 	base = strings.TrimSpace(base)
 	if m, ok := claudeTools[base]; ok {
 		return m, true
+	}
+	if strings.HasPrefix(base, "mcp__") {
+		return base, true // an MCP server's tool: given if the parent has it
 	}
 	if base == "Agent" || base == "Task" {
 		return "", true
