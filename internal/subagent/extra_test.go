@@ -31,7 +31,7 @@ func (f fakeExtra) Run(context.Context, *tool.Env, json.RawMessage) tool.Result 
 	if f.calls != nil {
 		f.calls.Add(1)
 	}
-	return tool.OK("issue #7 created")
+	return tool.Result{Content: "issue #7 created\n[image 1: image/png, 4 bytes]", Images: []llm.Image{{MediaType: "image/png", Data: "iVBORw=="}}}
 }
 
 // TestExtraTools: a subagent is offered the parent's extra tools after its
@@ -51,6 +51,7 @@ rules:
     reply: [{text: "REPORT: looked"}]
 `
 	var created atomic.Int32
+	var sawImage atomic.Bool
 	extra := []tool.Tool{
 		fakeExtra{name: "mcp__gh__create_issue", kind: kind.Network, calls: &created},
 		fakeExtra{name: "mcp__fs__stat", kind: kind.Read},
@@ -95,9 +96,51 @@ rules:
 			if diff := cmp.Diff(tt.want, sub[0].toolNames()); diff != "" {
 				t.Errorf("tools offered (-want +got):\n%s", diff)
 			}
+			for _, r := range f.srv.Requests() {
+				if hasResultImage(t, r.Body, "image/png", "iVBORw==") {
+					sawImage.Store(true)
+				}
+			}
 		})
+	}
+	if !sawImage.Load() {
+		t.Error("the MCP tool's image never reached the model as an image block in its tool_result")
 	}
 	if n := created.Load(); n != 1 {
 		t.Errorf("the MCP tool ran %d times, want 1 (by the general-purpose subagent)", n)
 	}
+}
+
+// hasResultImage reports whether a request body has a tool_result holding
+// the given base64 image.
+func hasResultImage(t *testing.T, body []byte, mediaType, data string) bool {
+	t.Helper()
+	var req struct {
+		Messages []struct {
+			Content []struct {
+				Type    string `json:"type"`
+				Content []struct {
+					Type   string `json:"type"`
+					Source struct {
+						Type      string `json:"type"`
+						MediaType string `json:"media_type"`
+						Data      string `json:"data"`
+					} `json:"source"`
+				} `json:"content"`
+			} `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range req.Messages {
+		for _, b := range m.Content {
+			for _, c := range b.Content {
+				if b.Type == "tool_result" && c.Type == "image" && c.Source.Type == "base64" && c.Source.MediaType == mediaType && c.Source.Data == data {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
