@@ -36,8 +36,9 @@ func (f fakeExtra) Run(context.Context, *tool.Env, json.RawMessage) tool.Result 
 
 // TestExtraTools: a subagent is offered the parent's extra tools after its
 // own, those its type allows: explore only the read ones, general-purpose
-// and a custom type naming no tools all, a custom type that lists its
-// tools the ones it names; a name a subagent tool has keeps its own.
+// and a custom type naming no tools all (but the servers it disallows), a
+// custom type that lists its tools the ones it names; a name a subagent
+// tool has keeps its own.
 func TestExtraTools(t *testing.T) {
 	const script = `
 rules:
@@ -68,6 +69,8 @@ rules:
 			want: []string{"read_file", "glob", "grep", "mcp__fs__stat"}},
 		{typ: "inherits", prompt: "look", report: "REPORT: looked",
 			want: []string{"bash", "read_file", "write_file", "edit_file", "glob", "grep", "TodoWrite", "mcp__gh__create_issue", "mcp__fs__stat"}},
+		{typ: "denier", prompt: "look", report: "REPORT: looked",
+			want: []string{"bash", "read_file", "glob", "grep", "TodoWrite", "mcp__fs__stat"}},
 		{typ: "lister", prompt: "look", report: "REPORT: looked",
 			want: []string{"read_file", "mcp__gh__create_issue"}},
 	}
@@ -75,6 +78,7 @@ rules:
 		t.Run(tt.typ, func(t *testing.T) {
 			f := setup(t, script)
 			writeAgent(t, filepath.Join(f.ws.Dir(), ".claude", "agents", "inherits.md"), "---\ndescription: d\n---\nYou help.\n")
+			writeAgent(t, filepath.Join(f.ws.Dir(), ".claude", "agents", "denier.md"), "---\ndescription: d\ndisallowedTools: Write, Edit, mcp__gh\n---\nYou help.\n")
 			writeAgent(t, filepath.Join(f.ws.Dir(), ".claude", "agents", "lister.md"), "---\ndescription: d\ntools: mcp__gh__create_issue, Read\n---\nYou help.\n")
 			cat, warns := subagent.Discover(f.ws.Dir(), subagent.Options{NoUser: true})
 			if len(warns) != 0 {

@@ -158,9 +158,9 @@ type Runner struct {
 	OnTranscriptError func(path string, err error)
 	// Extra are the parent's tools from outside troupe (MCP servers'),
 	// offered after a subagent's own: all of them to a general-purpose
-	// subagent and a custom type that names no tools, those of its kinds to
-	// a built-in type that is limited to some (explore: read only), and
-	// those it names to a custom type that lists its tools.
+	// subagent, those of its kinds to a built-in type that is limited to
+	// some (explore: read only), and to a custom type those it names, or
+	// when it lists no tools all but those it disallows (Definition.AllMCP).
 	Extra []tool.Tool
 }
 
@@ -188,10 +188,20 @@ func (r *Runner) lookup(typ string) (spec, error) {
 	}
 	if def, ok := r.Agents.Get(typ); ok {
 		sp := spec{typ: def.Name, tools: def.Tools, instructions: def.Prompt, model: r.Model, maxTurns: def.MaxTurns}
-		sp.extra = func(x tool.Tool) bool { return slices.Contains(def.Tools, x.Spec().Name) }
+		sp.extra = func(x tool.Tool) bool {
+			name := x.Spec().Name
+			if !def.AllMCP {
+				return slices.Contains(def.Tools, name)
+			}
+			for _, d := range def.DisallowedMCP {
+				if name == d || strings.HasPrefix(name, d+"__") {
+					return false
+				}
+			}
+			return true
+		}
 		if sp.tools == nil {
 			sp.tools = typeTools(General)
-			sp.extra = func(tool.Tool) bool { return true }
 		}
 		if m := def.Model; m != "" && m != "inherit" {
 			switch {
