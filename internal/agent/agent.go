@@ -466,7 +466,9 @@ func (a *Agent) runOne(ctx context.Context, use llm.Block) llm.Block {
 		res.Content = "(no output)"
 	}
 	a.emit(Event{Type: EventToolResult, Call: call, Result: &res, Duration: a.cfg.Now().Sub(start)})
-	return llm.ToolResultBlock(use.ID, res.Content, res.IsError)
+	b := llm.ToolResultBlock(use.ID, res.Content, res.IsError)
+	b.Images = res.Images
+	return b
 }
 
 // execute runs one call; ran reports that the tool itself was run (the

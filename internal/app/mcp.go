@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/troupe-dev/troupe/internal/mcp"
@@ -16,6 +18,8 @@ import (
 type mcpServers struct {
 	mgr  *mcp.Manager
 	warn io.Writer
+	// allow are the servers MCPTools starts and offers (nil: all).
+	allow []string
 
 	once  sync.Once
 	tools []tool.Tool
@@ -56,7 +60,7 @@ func (e *Env) MCPTools(ctx context.Context) []tool.Tool {
 	}
 	s.once.Do(func() {
 		var probs []mcp.Problem
-		s.tools, probs = s.mgr.Tools(ctx, nil)
+		s.tools, probs = s.mgr.Tools(ctx, s.allow)
 		for _, p := range probs {
 			e.Logger.Warn("mcp", "server", p.Server, "tool", p.Tool, "err", p.Err)
 			if s.warn != nil {
@@ -65,6 +69,42 @@ func (e *Env) MCPTools(ctx context.Context) []tool.Tool {
 		}
 	})
 	return s.tools
+}
+
+// LimitMCP makes MCPTools start and offer only the named servers (a
+// teammate spawned with mcp_servers); it must come before MCPTools. A name
+// no server has is reported.
+func (e *Env) LimitMCP(servers []string) error {
+	if len(servers) == 0 {
+		return nil
+	}
+	s := e.mcp
+	if s == nil {
+		return fmt.Errorf("mcp servers %v: no MCP server is configured", servers)
+	}
+	// The lead names a server as its tools' names do, which may differ
+	// from its configured name (mcp.ToolName cleans it).
+	byToolName := map[string]string{}
+	var have []string
+	for _, srv := range s.mgr.Servers() {
+		have = append(have, srv.Name)
+		if ts, ok := mcp.IsMCPTool(mcp.ToolName(srv.Name, "x")); ok {
+			byToolName[ts] = srv.Name
+		}
+	}
+	var allow []string
+	for _, n := range servers {
+		switch {
+		case slices.Contains(have, n):
+			allow = append(allow, n)
+		case byToolName[n] != "":
+			allow = append(allow, byToolName[n])
+		default:
+			return fmt.Errorf("mcp server %q is not configured; the servers are: %s", n, strings.Join(have, ", "))
+		}
+	}
+	s.allow = allow
+	return nil
 }
 
 // MCPConfigArgs are the --mcp-config flags a teammate process is given,

@@ -24,6 +24,7 @@ func (a *app) agentCmd() *cobra.Command {
 		idleTimeout           time.Duration
 		pf                    providerFlags
 		allowed, disallowed   []string
+		mcpServers            []string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --team T --name N",
@@ -61,6 +62,9 @@ lead's answers from forged ones.`,
 			}
 			if err := e.AddDirs(a.run.claude.addDirs); err != nil {
 				return appError(err)
+			}
+			if err := e.LimitMCP(mcpServers); err != nil {
+				return withCode(ExitUsage, err)
 			}
 			t, err := e.Store.Team(a.ctx, teamName)
 			if err != nil {
@@ -111,6 +115,7 @@ lead's answers from forged ones.`,
 	cmd.Flags().StringArrayVar(&a.run.settingsFiles, "settings", nil, "another settings file (the lead's --settings)")
 	cmd.Flags().StringArrayVar(&a.run.claude.addDirs, "add-dir", nil, "another directory the file tools may reach (the lead's --add-dir)")
 	cmd.Flags().StringArrayVar(&a.run.claude.mcpConfig, "mcp-config", nil, "MCP servers to read too (the lead's --mcp-config)")
+	cmd.Flags().StringSliceVar(&mcpServers, "mcp-servers", nil, "start and offer only these MCP servers (comma-separated; the spawn's mcp_servers)")
 	pf.add(cmd.Flags())
 	return cmd
 }

@@ -35,7 +35,7 @@ const (
 // Block is one piece of a message. Which fields are set depends on Type:
 //   - text: Text
 //   - tool_use: ID, Name, Input
-//   - tool_result: ToolUseID, Content, IsError
+//   - tool_result: ToolUseID, Content, IsError, Images
 //   - thinking: Thinking, Signature
 //
 // The JSON form is the one transcripts store on disk.
@@ -50,6 +50,19 @@ type Block struct {
 	IsError   bool            `json:"is_error,omitempty"`
 	Thinking  string          `json:"thinking,omitempty"`
 	Signature string          `json:"signature,omitempty"`
+	// Images go with a tool_result's Content, for a provider that can show
+	// them to the model; one that cannot sends only Content, which should
+	// therefore say what the images were.
+	Images []Image `json:"images,omitempty"`
+}
+
+// Image is a picture a tool returned.
+type Image struct {
+	// MediaType is its MIME type: image/jpeg, image/png, image/gif or
+	// image/webp are the ones the model APIs take.
+	MediaType string `json:"media_type"`
+	// Data is the image, base64-encoded.
+	Data string `json:"data"`
 }
 
 // TextBlock returns a text block.

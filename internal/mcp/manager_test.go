@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/tool"
 )
 
@@ -133,6 +134,9 @@ func TestResults(t *testing.T) {
 	resp, ok := res.Response.(Response)
 	if !ok || len(resp.Images) != 1 || string(resp.Images[0].Data) != "\x89PNG" || resp.Images[0].MIMEType != "image/png" {
 		t.Errorf("images = %+v", res.Response)
+	}
+	if diff := cmp.Diff([]llm.Image{{MediaType: "image/png", Data: "iVBORw=="}}, res.Images); diff != "" {
+		t.Errorf("images for the model (-want +got):\n%s", diff)
 	}
 
 	res = run(t, find(t, tools, "mcp__s__big"), `{}`)

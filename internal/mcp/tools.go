@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -97,11 +98,14 @@ type Response struct {
 
 // ConvertResult turns a server's result into what the model sees: text as
 // text, an embedded resource as its text under its URI, an image as a
-// note in the text and its bytes in Response.Images, the whole cut to
-// tool.OutputCap with a note as bash output is.
+// note in the text and, when the model can take it, an image in
+// Result.Images (a provider that cannot show images sends the note
+// alone); the text is cut to tool.OutputCap with a note as bash output
+// is. Hooks see the images' bytes in Response.Images.
 func ConvertResult(res *sdk.CallToolResult) tool.Result {
 	out := shell.NewBuffer(tool.OutputCap)
 	resp := Response{IsError: res.IsError}
+	var images []llm.Image
 	sep := func() {
 		if out.Len() > 0 {
 			out.Write([]byte("\n"))
@@ -114,7 +118,16 @@ func ConvertResult(res *sdk.CallToolResult) tool.Result {
 			out.Write([]byte(c.Text))
 		case *sdk.ImageContent:
 			resp.Images = append(resp.Images, Image{MIMEType: c.MIMEType, Data: c.Data})
-			fmt.Fprintf(out, "[image %d: %s, %d bytes]", len(resp.Images), c.MIMEType, len(c.Data))
+			fmt.Fprintf(out, "[image %d: %s, %d bytes", len(resp.Images), c.MIMEType, len(c.Data))
+			switch {
+			case !imageTypes[c.MIMEType]:
+				out.Write([]byte(", not shown: the model takes only JPEG, PNG, GIF and WebP]"))
+			case len(c.Data) > MaxImageBytes:
+				fmt.Fprintf(out, ", not shown: larger than %d bytes]", MaxImageBytes)
+			default:
+				out.Write([]byte("]"))
+				images = append(images, llm.Image{MediaType: c.MIMEType, Data: base64.StdEncoding.EncodeToString(c.Data)})
+			}
 		case *sdk.AudioContent:
 			fmt.Fprintf(out, "[audio: %s, %d bytes, not shown]", c.MIMEType, len(c.Data))
 		case *sdk.EmbeddedResource:
@@ -152,8 +165,16 @@ func ConvertResult(res *sdk.CallToolResult) tool.Result {
 		text = "(no output)"
 	}
 	resp.Content = text
-	return tool.Result{Content: text, IsError: res.IsError, Response: resp}
+	return tool.Result{Content: text, IsError: res.IsError, Response: resp, Images: images}
 }
+
+// MaxImageBytes is the largest image passed to the model: the Messages API
+// refuses an image over 5 MB, which its base64 form of this many bytes
+// stays under.
+const MaxImageBytes = 3_750_000
+
+// imageTypes are the image types the model APIs take.
+var imageTypes = map[string]bool{"image/jpeg": true, "image/png": true, "image/gif": true, "image/webp": true}
 
 // Problem is a tool or server that is not offered, and why.
 type Problem struct {

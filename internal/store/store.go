@@ -199,8 +199,11 @@ type Member struct {
 	Provider string `json:"provider,omitempty"`
 	// BudgetTokens and BudgetUSD are the member's own spending limits
 	// (0: the settings' limits apply).
-	BudgetTokens     int64     `json:"budget_tokens,omitempty"`
-	BudgetUSD        float64   `json:"budget_usd,omitempty"`
+	BudgetTokens int64   `json:"budget_tokens,omitempty"`
+	BudgetUSD    float64 `json:"budget_usd,omitempty"`
+	// MCPServers are the MCP servers whose tools the member is given
+	// (empty: all of its lead's).
+	MCPServers       []string  `json:"mcp_servers,omitempty"`
 	AgentType        string    `json:"agent_type"`
 	Status           string    `json:"status"`
 	PlanModeRequired bool      `json:"plan_mode_required"`

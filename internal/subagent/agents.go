@@ -29,6 +29,13 @@ type Definition struct {
 	// Tools are the troupe tools it is given, in the order offered; nil
 	// means every tool of a general-purpose subagent.
 	Tools []string
+	// AllMCP says the file lists no tools, so the type gets every MCP tool
+	// its parent has (Runner.Extra) but those DisallowedMCP names; else it
+	// gets the MCP tools Tools names.
+	AllMCP bool
+	// DisallowedMCP are the MCP tools or servers (mcp__github) its
+	// disallowedTools names.
+	DisallowedMCP []string
 	// Model is the front matter's model: "" or "inherit" for the parent's,
 	// an alias (ModelAliases) or a model id.
 	Model string
@@ -267,7 +274,11 @@ func ParseDefinition(data []byte, name string) (Definition, []string, error) {
 			}
 		}
 	}
+	def.AllMCP = fm.Tools == nil
 	for _, t := range toolList(fm.DisallowedTools) {
+		if strings.HasPrefix(t, "mcp__") {
+			def.DisallowedMCP = append(def.DisallowedMCP, t)
+		}
 		if mapped, known := mapTool(t); known && mapped != "" {
 			allowed = slices.DeleteFunc(slices.Clone(allowed), func(x string) bool { return x == mapped })
 		}
@@ -277,6 +288,11 @@ func ParseDefinition(data []byte, name string) (Definition, []string, error) {
 		def.Tools = []string{}
 		for _, t := range general {
 			if slices.Contains(allowed, t) {
+				def.Tools = append(def.Tools, t)
+			}
+		}
+		for _, t := range allowed {
+			if strings.HasPrefix(t, "mcp__") {
 				def.Tools = append(def.Tools, t)
 			}
 		}
@@ -314,6 +330,9 @@ func mapTool(t string) (string, bool) {
 	base = strings.TrimSpace(base)
 	if m, ok := claudeTools[base]; ok {
 		return m, true
+	}
+	if strings.HasPrefix(base, "mcp__") {
+		return base, true // an MCP server's tool: given if the parent has it
 	}
 	if base == "Agent" || base == "Task" {
 		return "", true

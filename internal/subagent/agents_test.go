@@ -39,13 +39,14 @@ func TestParseDefinition(t *testing.T) {
 		},
 		{
 			name: "no tools: every general tool; disallowed removed",
-			data: "---\ndescription: d\ndisallowedTools: [Write, Edit]\n---\nBody",
-			want: subagent.Definition{Name: "fallback", Description: "d", Prompt: "Body", Tools: []string{"bash", "read_file", "glob", "grep", "TodoWrite"}},
+			data: "---\ndescription: d\ndisallowedTools: [Write, Edit, mcp__gh]\n---\nBody",
+			want: subagent.Definition{Name: "fallback", Description: "d", Prompt: "Body", Tools: []string{"bash", "read_file", "glob", "grep", "TodoWrite"},
+				AllMCP: true, DisallowedMCP: []string{"mcp__gh"}},
 		},
 		{
 			name: "nothing said about tools: nil (all)",
 			data: "---\nname: a\ndescription: d\nmodel: inherit\n---\n",
-			want: subagent.Definition{Name: "a", Description: "d", Model: "inherit"},
+			want: subagent.Definition{Name: "a", Description: "d", Model: "inherit", AllMCP: true},
 		},
 		{name: "no front matter", data: "hello", err: "no front matter"},
 		{name: "unclosed", data: "---\nname: a\n", err: "not closed"},

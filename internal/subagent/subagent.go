@@ -156,12 +156,20 @@ type Runner struct {
 	// OnTranscriptError, if set, hears a transcript that could not be
 	// written; the run goes on without it.
 	OnTranscriptError func(path string, err error)
+	// Extra are the parent's tools from outside troupe (MCP servers'),
+	// offered after a subagent's own: all of them to a general-purpose
+	// subagent, those of its kinds to a built-in type that is limited to
+	// some (explore: read only), and to a custom type those it names, or
+	// when it lists no tools all but those it disallows (Definition.AllMCP).
+	Extra []tool.Tool
 }
 
 // spec is what a run of one type needs.
 type spec struct {
-	typ          string
-	tools        []string
+	typ   string
+	tools []string
+	// extra says which of the Runner's Extra tools the type is given.
+	extra        func(tool.Tool) bool
 	instructions string
 	model        string
 	maxTurns     int
@@ -174,10 +182,24 @@ func (r *Runner) lookup(typ string) (spec, error) {
 		typ = General
 	}
 	if t, ok := resolve(typ); ok {
-		return spec{typ: t, tools: typeTools(t), instructions: types[t].instructions, model: r.Model}, nil
+		kinds := types[t].kinds
+		extra := func(x tool.Tool) bool { return kinds == nil || slices.Contains(kinds, x.Kind()) }
+		return spec{typ: t, tools: typeTools(t), extra: extra, instructions: types[t].instructions, model: r.Model}, nil
 	}
 	if def, ok := r.Agents.Get(typ); ok {
 		sp := spec{typ: def.Name, tools: def.Tools, instructions: def.Prompt, model: r.Model, maxTurns: def.MaxTurns}
+		sp.extra = func(x tool.Tool) bool {
+			name := x.Spec().Name
+			if !def.AllMCP {
+				return slices.Contains(def.Tools, name)
+			}
+			for _, d := range def.DisallowedMCP {
+				if name == d || strings.HasPrefix(name, d+"__") {
+					return false
+				}
+			}
+			return true
+		}
 		if sp.tools == nil {
 			sp.tools = typeTools(General)
 		}
@@ -226,7 +248,12 @@ func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
 	}
 	name := r.Name(spec.typ)
 	list := new(todo.List)
-	builtins := toolsNamed(spec.tools, list)
+	tools := tool.NewRegistry(toolsNamed(spec.tools, list)...)
+	for _, x := range r.Extra {
+		if _, taken := tools.Get(x.Spec().Name); !taken && spec.extra(x) {
+			tools.Add(x)
+		}
+	}
 	iterations := r.MaxIterations
 	if iterations <= 0 {
 		iterations = DefaultMaxIterations
@@ -266,7 +293,7 @@ func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
 		Provider:   r.Provider,
 		Model:      spec.model,
 		System:     prompt.String(),
-		Tools:      tool.NewRegistry(builtins...),
+		Tools:      tools,
 		Env:        &tool.Env{Workspace: r.Workspace, Agent: name, Hidden: r.Hidden, ShellEnv: r.ShellEnv, Sandbox: r.Sandbox},
 		MaxTurns:   iterations,
 		MaxTokens:  r.MaxTokens,

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/agent"
@@ -52,6 +54,48 @@ func addExtra(r *tool.Registry, extra []tool.Tool) {
 			r.Add(t)
 		}
 	}
+}
+
+// mcpPrefix begins the name of every MCP server's tool:
+// mcp__<server>__<tool>.
+const mcpPrefix = "mcp__"
+
+// mcpServerOf returns the server an MCP tool's name names, if it is one.
+func mcpServerOf(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, mcpPrefix)
+	if !ok {
+		return "", false
+	}
+	s, _, ok := strings.Cut(rest, "__")
+	return s, ok && s != ""
+}
+
+// mcpSelect returns the tools of extra a member limited to servers is
+// given: every tool not an MCP server's, and those of the servers named
+// (servers empty: all).
+func mcpSelect(extra []tool.Tool, servers []string) []tool.Tool {
+	if len(servers) == 0 {
+		return extra
+	}
+	var out []tool.Tool
+	for _, t := range extra {
+		if s, ok := mcpServerOf(t.Spec().Name); !ok || slices.Contains(servers, s) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// mcpServerNames are the servers whose tools are among extra, sorted.
+func mcpServerNames(extra []tool.Tool) []string {
+	var out []string
+	for _, t := range extra {
+		if s, ok := mcpServerOf(t.Spec().Name); ok && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // teammateRegistry is a teammate's column: never Task, TeamCreate,

@@ -23,6 +23,7 @@ const agentEnv = "TROUPE_TEST_AGENT"
 
 func runAgentProcess() int {
 	var teamName, name string
+	var mcpServers []string
 	keyFD := -1
 	for i := 1; i+1 < len(os.Args); i++ {
 		switch os.Args[i] {
@@ -32,6 +33,8 @@ func runAgentProcess() int {
 			name = os.Args[i+1]
 		case "--key-fd":
 			keyFD, _ = strconv.Atoi(os.Args[i+1])
+		case "--mcp-servers":
+			mcpServers = strings.Split(os.Args[i+1], ",")
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -72,7 +75,7 @@ func runAgentProcess() int {
 	if err != nil {
 		return fail(err)
 	}
-	if err := team.RunMember(ctx, team.MemberConfig{Team: tm, Name: name, Provider: p, Workspace: ws, Key: key}); err != nil && ctx.Err() == nil {
+	if err := team.RunMember(ctx, team.MemberConfig{Team: tm, Name: name, Provider: p, Workspace: ws, Key: key, Tools: processMCPTools(mcpServers)}); err != nil && ctx.Err() == nil {
 		return fail(err)
 	}
 	return 0

@@ -144,7 +144,7 @@ func NewSession(cfg Config) (*Session, error) {
 	s.usage = &leadUsage{s: s}
 	sub := &subagent.Runner{Provider: cfg.Provider, Model: cfg.Model, Workspace: cfg.Workspace, Parent: store.LeadName,
 		Observe: s.usage.observe(cfg.Observe), Gate: gate, Compactor: &compact.Compactor{}, Hidden: cfg.Rules.hidden(), ShellEnv: cfg.Rules.shellEnv(), Sandbox: cfg.Rules.sandbox(),
-		AfterTool: cfg.Rules.afterTool(cfg.Workspace, who), Agents: cfg.Agents}
+		AfterTool: cfg.Rules.afterTool(cfg.Workspace, who), Agents: cfg.Agents, Extra: cfg.Tools}
 	sub.Start, sub.Stop = cfg.Rules.subagentHooks(who)
 	sub.TranscriptDir = s.subagentTranscripts
 	sub.OnTranscriptError = func(path string, err error) { cfg.Logger.Warn("subagent transcript", "path", path, "err", err) }

@@ -3,6 +3,7 @@ package team
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,6 +64,10 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 	if model == "" {
 		model = s.cfg.TeammateModel
 	}
+	servers, err := s.mcpServers(args.MCPServers)
+	if err != nil {
+		return "", err
+	}
 	env, err := s.sup.envOf(ctx, t, name)
 	if err != nil {
 		return "", err
@@ -80,7 +85,7 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 		r.Members = append(r.Members, store.Member{
 			Name: name, Role: role, Model: model, Provider: providerOf(model, s.cfg.Provider), AgentType: "teammate", Status: store.StatusWorking,
 			PlanModeRequired: args.PlanModeRequired, PermissionMode: mode, CWD: env.Workspace.Dir(),
-			BudgetTokens: args.BudgetTokens, BudgetUSD: args.BudgetUSD,
+			BudgetTokens: args.BudgetTokens, BudgetUSD: args.BudgetUSD, MCPServers: servers,
 			JoinedAt: now, HeartbeatAt: now,
 		})
 		return nil
@@ -105,6 +110,27 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 		desc += " (" + role + ")"
 	}
 	return fmt.Sprintf("Spawned teammate %s in team %s. It has your prompt as its first message and will claim unblocked tasks when idle.", desc, t.Name()), nil
+}
+
+// mcpServers checks a spawn's mcp_servers against the servers whose tools
+// the lead has, and returns them cleaned (nil: all).
+func (s *Session) mcpServers(asked []string) ([]string, error) {
+	have := mcpServerNames(s.cfg.Tools)
+	var out []string
+	for _, a := range asked {
+		a = strings.TrimSpace(strings.TrimPrefix(a, mcpPrefix))
+		if a == "" || slices.Contains(out, a) {
+			continue
+		}
+		if !slices.Contains(have, a) {
+			if len(have) == 0 {
+				return nil, fmt.Errorf("mcp_servers: no MCP server has tools in this session, so %q cannot be given; leave mcp_servers out", a)
+			}
+			return nil, fmt.Errorf("mcp_servers: %q is not an MCP server with tools in this session; the servers are: %s", a, strings.Join(have, ", "))
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // providerOf names the provider a model spec runs on: its "provider:"

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -116,7 +117,7 @@ func (sv *supervisor) start(t store.Team, name string, env Env) error {
 	c := sv.cfg
 	m, err := NewMember(MemberConfig{
 		Team: t, Name: name, Provider: c.Provider, Pacer: c.Pacer, Workspace: env.Workspace,
-		Sections: c.Sections, Rules: env.Rules, Tools: c.Tools,
+		Sections: c.Sections, Rules: env.Rules, Tools: mcpSelect(c.Tools, sv.mcpServersOf(t, name)),
 		MemberLimits: MemberLimits{DefaultModel: c.TeammateModel, IdleTimeout: c.IdleTimeout, MaxTurns: c.MaxTurns},
 		Observers:    c.Observers,
 	})
@@ -135,6 +136,21 @@ func (sv *supervisor) start(t store.Team, name string, env Env) error {
 	return nil
 }
 
+// mcpServersOf returns the MCP servers the roster limits member name to
+// (nil: all). A roster that cannot be read also gives nil: the selection
+// narrows what a teammate is offered, it grants nothing, and the member's
+// permission rules still judge every call.
+func (sv *supervisor) mcpServersOf(t store.Team, name string) []string {
+	r, err := t.ReadRoster(context.Background())
+	if err != nil {
+		return nil
+	}
+	if m, ok := r.Member(name); ok {
+		return m.MCPServers
+	}
+	return nil
+}
+
 func (sv *supervisor) add(h *handle) {
 	sv.mu.Lock()
 	sv.members[h.name] = h
@@ -144,6 +160,10 @@ func (sv *supervisor) add(h *handle) {
 // startProcess starts env's command for member name.
 func (sv *supervisor) startProcess(t store.Team, name string, env Env) (*exec.Cmd, error) {
 	argv := append(append([]string(nil), env.Command...), "--team", t.Name(), "--name", name, "--workspace", env.Workspace.Dir())
+	if servers := sv.mcpServersOf(t, name); len(servers) > 0 {
+		// The process starts only these servers of its own.
+		argv = append(argv, "--mcp-servers", strings.Join(servers, ","))
+	}
 	// The key goes through an inherited pipe, never the environment, which
 	// every tool of the teammate would inherit.
 	keyR, keyArgs, err := keyPipe(sv.key())

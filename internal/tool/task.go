@@ -15,18 +15,19 @@ var taskDescription string
 
 // TaskArgs are the arguments of a Task call.
 type TaskArgs struct {
-	Description      string  `json:"description" required:"true" desc:"A few words saying what the agent will do, shown in logs and job lists."`
-	Prompt           string  `json:"prompt" required:"true" desc:"The complete brief for the agent; it sees nothing else of your conversation."`
-	SubagentType     string  `json:"subagent_type" desc:"explore (read-only) or general (the default). Subagents only."`
-	RunInBackground  bool    `json:"run_in_background" desc:"Start a subagent as a background job and return its id at once; read it with TaskOutput."`
-	TeamName         string  `json:"team_name" desc:"Spawn a persistent teammate in this team instead of a subagent; needs name."`
-	Name             string  `json:"name" desc:"The teammate's name; with team_name."`
-	Role             string  `json:"role" desc:"The teammate's role, e.g. backend developer; with team_name."`
-	Model            string  `json:"model" desc:"The model the teammate uses; default: yours."`
-	PlanModeRequired bool    `json:"plan_mode_required" desc:"The teammate must have its plan approved before it changes anything."`
-	PermissionMode   string  `json:"permission_mode" desc:"The teammate's permission mode."`
-	BudgetTokens     int64   `json:"budget_tokens" desc:"Stop the teammate's model calls once it has used this many tokens (it goes idle and you are told)."`
-	BudgetUSD        float64 `json:"budget_usd" desc:"Stop the teammate's model calls once it has spent this many US dollars."`
+	Description      string   `json:"description" required:"true" desc:"A few words saying what the agent will do, shown in logs and job lists."`
+	Prompt           string   `json:"prompt" required:"true" desc:"The complete brief for the agent; it sees nothing else of your conversation."`
+	SubagentType     string   `json:"subagent_type" desc:"explore (read-only) or general (the default). Subagents only."`
+	RunInBackground  bool     `json:"run_in_background" desc:"Start a subagent as a background job and return its id at once; read it with TaskOutput."`
+	TeamName         string   `json:"team_name" desc:"Spawn a persistent teammate in this team instead of a subagent; needs name."`
+	Name             string   `json:"name" desc:"The teammate's name; with team_name."`
+	Role             string   `json:"role" desc:"The teammate's role, e.g. backend developer; with team_name."`
+	Model            string   `json:"model" desc:"The model the teammate uses; default: yours."`
+	PlanModeRequired bool     `json:"plan_mode_required" desc:"The teammate must have its plan approved before it changes anything."`
+	PermissionMode   string   `json:"permission_mode" desc:"The teammate's permission mode."`
+	BudgetTokens     int64    `json:"budget_tokens" desc:"Stop the teammate's model calls once it has used this many tokens (it goes idle and you are told)."`
+	BudgetUSD        float64  `json:"budget_usd" desc:"Stop the teammate's model calls once it has spent this many US dollars."`
+	MCPServers       []string `json:"mcp_servers" desc:"The MCP servers whose tools the teammate is given; absent or empty: all of yours."`
 }
 
 // TaskHandlers do the work of the Task tool, which only decodes and routes:

@@ -79,6 +79,10 @@ type Result struct {
 	// the *Response types, in Claude Code's shape); nil: the content.
 	// The model never sees it.
 	Response any
+	// Images go to the model with Content where its provider can show
+	// them (llm.Block.Images); Content should mention them for one that
+	// cannot.
+	Images []llm.Image
 }
 
 // Errorf returns an error Result.

@@ -510,6 +510,15 @@ func blockParam(b llm.Block) (sdk.ContentBlockParamUnion, bool) {
 		if b.Content != "" {
 			tr.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: b.Content}}}
 		}
+		for _, img := range b.Images {
+			// The API refuses other types; the text already names the image.
+			if !imageTypes[img.MediaType] || img.Data == "" {
+				continue
+			}
+			tr.Content = append(tr.Content, sdk.ToolResultBlockParamContentUnion{OfImage: &sdk.ImageBlockParam{
+				Source: sdk.ImageBlockParamSourceUnion{OfBase64: &sdk.Base64ImageSourceParam{
+					Data: img.Data, MediaType: sdk.Base64ImageSourceMediaType(img.MediaType)}}}})
+		}
 		if b.IsError {
 			tr.IsError = sdk.Bool(true)
 		}
@@ -522,6 +531,9 @@ func blockParam(b llm.Block) (sdk.ContentBlockParamUnion, bool) {
 	}
 	return sdk.ContentBlockParamUnion{}, false
 }
+
+// imageTypes are the media types the Messages API takes in an image block.
+var imageTypes = map[string]bool{"image/jpeg": true, "image/png": true, "image/gif": true, "image/webp": true}
 
 func setCache(cb *sdk.ContentBlockParamUnion, cc sdk.CacheControlEphemeralParam) {
 	switch {

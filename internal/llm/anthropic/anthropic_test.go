@@ -452,3 +452,53 @@ func TestLongTurnStillReadsThePreviousCall(t *testing.T) {
 		t.Errorf("second call read %d tokens, want all %d the first cached", second.Usage.CacheReadTokens, want)
 	}
 }
+
+// TestToolResultImages: a tool result's images go to the model as image
+// blocks in the tool_result's content, after its text, as the Messages API
+// takes them; a type the API refuses is left out (the text names it).
+func TestToolResultImages(t *testing.T) {
+	srv := fakeapitest.StartTest(t, "rules:\n  - reply: [{text: seen}]\n")
+	p, _ := newProvider(t, srv, nil)
+	req := userReq("take a screenshot")
+	result := llm.ToolResultBlock("toolu_1", "[image 1: image/png, 4 bytes]\n[image 2: image/bmp, 2 bytes]", false)
+	result.Images = []llm.Image{{MediaType: "image/png", Data: "iVBORw=="}, {MediaType: "image/bmp", Data: "Qk0="}}
+	req.Messages = append(req.Messages,
+		llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockToolUse, ID: "toolu_1", Name: "bash", Input: json.RawMessage(`{"command":"shot"}`)}}},
+		llm.Message{Role: llm.RoleUser, Content: []llm.Block{result}})
+	resp, err := llm.Collect(p.Stream(context.Background(), req), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Message.Text(); got != "seen" {
+		t.Errorf("reply = %q", got)
+	}
+	rec := srv.Requests()[0]
+	if rec.Status != 200 {
+		t.Fatalf("the fake API refused the request (%d): %s", rec.Status, rec.Body)
+	}
+	var body struct {
+		Messages []struct {
+			Content []struct {
+				Type    string           `json:"type"`
+				Content []map[string]any `json:"content"`
+			} `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(rec.Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	tr := body.Messages[2].Content[0]
+	for _, c := range tr.Content {
+		delete(c, "cache_control")
+	}
+	want := []map[string]any{
+		{"type": "text", "text": "[image 1: image/png, 4 bytes]\n[image 2: image/bmp, 2 bytes]"},
+		{"type": "image", "source": map[string]any{"type": "base64", "media_type": "image/png", "data": "iVBORw=="}},
+	}
+	if tr.Type != "tool_result" {
+		t.Fatalf("block = %s, want tool_result", tr.Type)
+	}
+	if diff := cmp.Diff(want, tr.Content); diff != "" {
+		t.Errorf("tool_result content (-want +got):\n%s", diff)
+	}
+}

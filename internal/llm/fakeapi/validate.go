@@ -2,6 +2,7 @@ package fakeapi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -346,6 +347,9 @@ func (v *validator) content(i int, role string, content any) (uses []string, res
 	}
 }
 
+// imageMediaTypes are the media types a base64 image may have.
+var imageMediaTypes = map[string]bool{"image/jpeg": true, "image/png": true, "image/gif": true, "image/webp": true}
+
 // block checks the fields of a block other than tool_result.
 func (v *validator) block(path, typ string, b map[string]any) error {
 	switch typ {
@@ -358,8 +362,19 @@ func (v *validator) block(path, typ string, b map[string]any) error {
 			return fmt.Errorf("%s.text: text content blocks must contain non-whitespace text", path)
 		}
 	case "image", "document":
-		if _, ok := b["source"].(map[string]any); !ok {
+		src, ok := b["source"].(map[string]any)
+		if !ok {
 			return fmt.Errorf("%s.source: Field required (an object)", path)
+		}
+		if typ == "image" && src["type"] == "base64" {
+			if mt, _ := src["media_type"].(string); !imageMediaTypes[mt] {
+				return fmt.Errorf("%s.source.media_type: Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp', got %s", path, jsonText(src["media_type"]))
+			}
+			if d, _ := src["data"].(string); d == "" {
+				return fmt.Errorf("%s.source.data: Field required (a base64 string)", path)
+			} else if _, err := base64.StdEncoding.DecodeString(d); err != nil {
+				return fmt.Errorf("%s.source.data: invalid base64 data", path)
+			}
 		}
 	case "tool_use":
 		id, _ := b["id"].(string)

@@ -82,6 +82,8 @@ func TestValidation(t *testing.T) {
 		{"duplicate tool_result", body(`[` + userHi + `,` + assistantTU + `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1"},{"type":"tool_result","tool_use_id":"t1"}]}]`), "duplicate tool_result"},
 		{"tool_result without id", body(`[` + userHi + `,` + assistantTU + `,{"role":"user","content":[{"type":"tool_result"}]}]`), "tool_use_id: Field required"},
 		{"tool_result bad inner block", body(`[` + userHi + `,` + assistantTU + `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"tool_use"}]}]}]`), "tool_result content blocks must be text, image or document"},
+		{"tool_result image of a refused type", body(`[` + userHi + `,` + assistantTU + `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"image","source":{"type":"base64","media_type":"image/bmp","data":"Qk0="}}]}]}]`), "source.media_type: Input should be"},
+		{"tool_result image not base64", body(`[` + userHi + `,` + assistantTU + `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"%%%"}}]}]}]`), "source.data: invalid base64"},
 		{"tool_result empty inner text", body(`[` + userHi + `,` + assistantTU + `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":""}]}]}]`), "non-whitespace text"},
 		{"tool name bad", body(`[`+userHi+`]`, `"tools":[{"name":"has space","input_schema":{"type":"object"}}]`), "tools.0.name: String should match pattern"},
 		{"tool name too long", body(`[`+userHi+`]`, `"tools":[{"name":"`+strings.Repeat("a", 65)+`","input_schema":{"type":"object"}}]`), "tools.0.name: String should match pattern"},

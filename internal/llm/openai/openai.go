@@ -466,6 +466,8 @@ func userMessages(m llm.Message) []sdk.ChatCompletionMessageParamUnion {
 	for _, b := range m.Content {
 		switch b.Type {
 		case llm.BlockToolResult:
+			// A tool message carries text only: its Images are left out,
+			// and the text names them (llm.Block.Images).
 			content := b.Content
 			if b.IsError {
 				content = "Error: " + content
