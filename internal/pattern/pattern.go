@@ -26,6 +26,9 @@ type Role struct {
 	Name        string `yaml:"name" json:"name"`
 	Description string `yaml:"description,omitempty" json:"description,omitempty"`
 	Model       string `yaml:"model,omitempty" json:"model,omitempty"`
+	// MCPServers, when set, are the only MCP servers whose tools a
+	// teammate of this role gets (a spawn's mcp_servers overrides it).
+	MCPServers []string `yaml:"mcp_servers,omitempty" json:"mcp_servers,omitempty"`
 }
 
 // Pattern is a team shape.

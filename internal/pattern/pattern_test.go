@@ -52,7 +52,7 @@ description: Three reviewers and a lead that only manages.
 lead_works: false
 roles:
   - {name: security, description: Looks for vulnerabilities., model: claude-opus-4}
-  - {name: performance}
+  - {name: performance, mcp_servers: [github]}
   - {name: style}
 `)
 	writeFile(t, filepath.Join(dir, "small.yml"), "name: small-team\nlead_works: true\nsize: 1\nroles: [{name: pair}]\n")
@@ -66,7 +66,7 @@ roles:
 	got, ok := s.Lookup("review-board")
 	want := Pattern{
 		Name: "review-board", Description: "Three reviewers and a lead that only manages.", Size: 3,
-		Roles:  []Role{{"security", "Looks for vulnerabilities.", "claude-opus-4"}, {Name: "performance"}, {Name: "style"}},
+		Roles:  []Role{{Name: "security", Description: "Looks for vulnerabilities.", Model: "claude-opus-4"}, {Name: "performance", MCPServers: []string{"github"}}, {Name: "style"}},
 		Source: filepath.Join(dir, "review-board.yaml"),
 	}
 	if diff := cmp.Diff(want, got); !ok || diff != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/pattern"
 	"github.com/troupe-dev/troupe/internal/team"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/tool/kind"
@@ -131,4 +133,53 @@ rules:
 			t.Error("carol is on the roster though her spawn was refused")
 		}
 	})
+}
+
+// TestPatternRoleMCPServers: a pattern's role may name the MCP servers its
+// teammates get; a spawn of that role without mcp_servers gets only those.
+func TestPatternRoleMCPServers(t *testing.T) {
+	f := start(t, `
+rules:
+  - agent: team-lead
+    contains: "Review it"
+    reply:
+      - tool_use: {name: TeamCreate, input: {team_name: rev, pattern: reviewers}}
+      - tool_use: {name: Task, input: {team_name: rev, name: dana, role: reviewer, description: d, prompt: "Hello dana."}}
+  - agent: team-lead
+    reply: [{text: "Spawned."}]
+  - agent: dana
+    reply: [{text: "Hi."}]
+`, func(c *team.Config) {
+		dir := filepath.Join(c.Workspace.Dir(), ".troupe", "patterns")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "reviewers.yaml"), []byte("lead_works: true\nsize: 1\nroles: [{name: reviewer, mcp_servers: [fs]}]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.Rules = &team.Rules{Patterns: pattern.Load(dir)}
+		c.Tools = fakeMCPTools()
+	})
+	f.run("Review it.")
+	reqs := f.requests("dana")
+	if len(reqs) == 0 {
+		t.Fatal("dana made no model call")
+	}
+	var body struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(reqs[0]), &body); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tl := range body.Tools {
+		if strings.HasPrefix(tl.Name, "mcp__") {
+			got = append(got, tl.Name)
+		}
+	}
+	if diff := cmp.Diff([]string{"mcp__fs__stat"}, got); diff != "" {
+		t.Errorf("the reviewer's MCP tools (-want +got):\n%s", diff)
+	}
 }

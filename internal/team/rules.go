@@ -231,19 +231,25 @@ func (r *Rules) manageOnly(p string) bool {
 
 // roleModel is the model a pattern gives a role, if any.
 func (r *Rules) roleModel(p, role string) string {
+	ro, _ := r.patternRole(p, role)
+	return ro.Model
+}
+
+// patternRole is role as pattern p defines it, if it does.
+func (r *Rules) patternRole(p, role string) (pattern.Role, bool) {
 	if r == nil || r.Patterns == nil || p == "" {
-		return ""
+		return pattern.Role{}, false
 	}
 	pat, ok := r.Patterns.Lookup(p)
 	if !ok {
-		return ""
+		return pattern.Role{}, false
 	}
 	for _, ro := range pat.Roles {
 		if strings.EqualFold(ro.Name, role) {
-			return ro.Model
+			return ro, true
 		}
 	}
-	return ""
+	return pattern.Role{}, false
 }
 
 // recordHistory appends a team's pattern and member names to the history,

@@ -64,7 +64,13 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 	if model == "" {
 		model = s.cfg.TeammateModel
 	}
-	servers, err := s.mcpServers(args.MCPServers)
+	asked := args.MCPServers
+	if len(asked) == 0 {
+		// The pattern's role may name the servers its teammates get.
+		ro, _ := s.cfg.Rules.patternRole(s.pattern(), role)
+		asked = ro.MCPServers
+	}
+	servers, err := s.mcpServers(asked)
 	if err != nil {
 		return "", err
 	}
