@@ -53,13 +53,19 @@ idle longer than the cache's lifetime, a compaction, or a changed prefix).`,
 			}
 			rep := usage.Tally(args[0], events, prices)
 			cache := usage.Cache(events, prices)
+			runtime := usage.Runtime(events)
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
+				var rt *usage.RuntimeReport
+				if len(runtime.Choices)+len(runtime.Governor) > 0 {
+					rt = &runtime
+				}
 				return enc.Encode(struct {
 					usage.Report
-					Cache usage.CacheReport `json:"cache"`
-				}{rep, cache})
+					Cache   usage.CacheReport    `json:"cache"`
+					Runtime *usage.RuntimeReport `json:"runtime,omitempty"`
+				}{rep, cache, rt})
 			}
 			line := func(name string, t usage.Tokens) {
 				cost := fmt.Sprintf("$%.4f", t.CostUSD)
@@ -88,6 +94,7 @@ idle longer than the cache's lifetime, a compaction, or a changed prefix).`,
 				line(k, rep.ByModel[k])
 			}
 			printCache(a.stdout, cache)
+			runtime.Print(a.stdout)
 			return nil
 		},
 	}

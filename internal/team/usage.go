@@ -33,7 +33,8 @@ func usageEvent(ev agent.Event, model, task, kind string) teamevent.Usage {
 		}
 	}
 	return teamevent.Usage{AgentName: ev.Agent, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens, Model: model, Kind: kind, Task: task}
+		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens, CacheWrite1hTokens: u.CacheWrite1hTokens,
+		Model: model, Kind: kind, Task: task}
 }
 
 // leadUsage journals the lead's (and its subagents') model calls; calls
@@ -117,7 +118,9 @@ func (m *Member) observeUsage(next func(agent.Event)) func(agent.Event) {
 			if task != "" {
 				kind = UsageWork
 			}
-			m.emit(context.Background(), usageEvent(ev, m.agent.Config().Model, task, kind))
+			f := usageEvent(ev, m.agent.Config().Model, task, kind)
+			f.CacheTTL = string(m.cache.used(ev.Usage, ev.Model))
+			m.emit(context.Background(), f)
 		}
 		if next != nil {
 			next(ev)
