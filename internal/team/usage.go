@@ -43,6 +43,21 @@ type leadUsage struct {
 	s       *Session
 	mu      sync.Mutex
 	pending []teamevent.Usage
+	gov     *governor // made on first use, from the session's rules
+}
+
+// governor is the session's coordination governor.
+func (l *leadUsage) governor() *governor {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gov == nil {
+		share := 0.0
+		if r := l.s.cfg.Rules; r != nil {
+			share = r.MaxCoordinationShare
+		}
+		l.gov = newGovernor(share)
+	}
+	return l.gov
 }
 
 func (l *leadUsage) observe(next func(agent.Event)) func(agent.Event) {
