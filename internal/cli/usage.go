@@ -32,7 +32,10 @@ cache hit ratio (cache reads over all input tokens, and the same without each
 agent's first call), the dollars caching saved over paying every input token
 at the input price, and the dollars lost to misses: calls that paid again, as
 cache writes or input, for a prefix their agent had cached before (after an
-idle longer than the cache's lifetime, a compaction, or a changed prefix).`,
+idle longer than the cache's lifetime, a compaction, or a changed prefix).
+What the runtime decided by itself follows: the cache lifetimes it chose for
+teammates about to idle, with their expected saving, and the coordination
+warnings it gave the lead.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ws, err := a.Workspace()

@@ -30,7 +30,6 @@ type cacheChooser struct {
 	mu      sync.Mutex
 	asked   llm.CacheTTL // what the last call asked for
 	why     string       // why the last call expected an idle ("": it did not)
-	perM    float64      // what the hour saves per million tokens of context (<= 0: it does not pay)
 	context int64        // input tokens of the last call, all kinds, and its output
 }
 
@@ -65,12 +64,11 @@ func hourSaves(p usage.Price) float64 {
 func (c *cacheChooser) decide(why string) llm.CacheTTL {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.asked, c.why, c.perM = llm.CacheTTLDefault, why, 0
+	c.asked, c.why = llm.CacheTTLDefault, why
 	if why == "" || strings.HasPrefix(c.model, "openai:") {
 		return c.asked
 	}
-	c.perM = hourSaves(c.price(c.model))
-	if c.perM > 0 {
+	if hourSaves(c.price(c.model)) > 0 {
 		c.asked = llm.CacheTTL1h
 	}
 	return c.asked
@@ -99,7 +97,8 @@ func (c *cacheChooser) choice() *teamevent.CacheChoice {
 	}
 	ev := &teamevent.CacheChoice{TTL: string(llm.CacheTTL5m), Why: c.why + "; the hour costs more than a re-write", Tokens: c.context}
 	if c.asked == llm.CacheTTL1h {
-		ev.TTL, ev.Why, ev.ExpectedSavedUSD = string(llm.CacheTTL1h), c.why, float64(c.context)*c.perM/1e6
+		// Priced now: the model that answered is known after a first call.
+		ev.TTL, ev.Why, ev.ExpectedSavedUSD = string(llm.CacheTTL1h), c.why, float64(c.context)*hourSaves(c.price(c.model))/1e6
 	}
 	return ev
 }
