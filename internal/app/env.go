@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -268,6 +269,8 @@ func (e *Env) loadRules(warn io.Writer) error {
 		DefaultPattern: s.DefaultPattern.Value,
 		TeammateModel:  s.TeammateModel.Value,
 		StateDir:       e.StateDir,
+
+		MaxCoordinationShare: coordinationShare(s.MaxCoordinationShare.Value),
 		ShellRules: team.ShellRules{
 			ShellEnv: shell.Environ(os.Environ(), s.Env),
 			Sandbox:  sandbox,
@@ -479,4 +482,14 @@ func (e *Env) SessionConfig(provider llm.Provider, model string, maxTurns int, f
 		}
 	}
 	return cfg, nil
+}
+
+// coordinationShare reads team.maxCoordinationShare (checked by the
+// settings parser; anything else is the default).
+func coordinationShare(v string) float64 {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return 0
+	}
+	return f
 }

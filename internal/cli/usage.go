@@ -32,7 +32,10 @@ cache hit ratio (cache reads over all input tokens, and the same without each
 agent's first call), the dollars caching saved over paying every input token
 at the input price, and the dollars lost to misses: calls that paid again, as
 cache writes or input, for a prefix their agent had cached before (after an
-idle longer than the cache's lifetime, a compaction, or a changed prefix).`,
+idle longer than the cache's lifetime, a compaction, or a changed prefix).
+What the runtime decided by itself follows: the cache lifetimes it chose for
+teammates about to idle, with their expected saving, and the coordination
+warnings it gave the lead.`,
 		Args: a.teamArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ws, err := a.Workspace()
@@ -53,13 +56,19 @@ idle longer than the cache's lifetime, a compaction, or a changed prefix).`,
 			}
 			rep := usage.Tally(args[0], events, prices)
 			cache := usage.Cache(events, prices)
+			runtime := usage.Runtime(events)
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
+				var rt *usage.RuntimeReport
+				if len(runtime.Choices)+len(runtime.Governor) > 0 {
+					rt = &runtime
+				}
 				return enc.Encode(struct {
 					usage.Report
-					Cache usage.CacheReport `json:"cache"`
-				}{rep, cache})
+					Cache   usage.CacheReport    `json:"cache"`
+					Runtime *usage.RuntimeReport `json:"runtime,omitempty"`
+				}{rep, cache, rt})
 			}
 			line := func(name string, t usage.Tokens) {
 				cost := fmt.Sprintf("$%.4f", t.CostUSD)
@@ -88,6 +97,7 @@ idle longer than the cache's lifetime, a compaction, or a changed prefix).`,
 				line(k, rep.ByModel[k])
 			}
 			printCache(a.stdout, cache)
+			runtime.Print(a.stdout)
 			return nil
 		},
 	}

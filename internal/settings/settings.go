@@ -42,6 +42,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -153,6 +154,11 @@ type Settings struct {
 	DefaultPattern Value `json:"default_pattern"`
 	LeadModel      Value `json:"lead_model"`
 	TeammateModel  Value `json:"teammate_model"`
+	// MaxCoordinationShare is team.maxCoordinationShare, the share of the
+	// team's tokens the lead's coordination may take before the lead is
+	// told to batch (a number in (0, 1], as text; unset: the runtime's
+	// default).
+	MaxCoordinationShare Value `json:"max_coordination_share"`
 
 	GuardWords []Word `json:"guard_words"`
 	// GuardExempt are workspace-relative globs of files the guard leaves
@@ -315,6 +321,8 @@ type rawTeam struct {
 	DefaultPattern string `json:"defaultPattern"`
 	LeadModel      string `json:"leadModel"`
 	TeammateModel  string `json:"teammateModel"`
+
+	MaxCoordinationShare *float64 `json:"maxCoordinationShare"`
 }
 
 type rawGuard struct {
@@ -377,6 +385,9 @@ func Parse(data []byte, src Source) (*File, error) {
 				}
 			}
 		}
+	}
+	if t := f.raw.Team; t != nil && t.MaxCoordinationShare != nil && (*t.MaxCoordinationShare <= 0 || *t.MaxCoordinationShare > 1) {
+		return nil, fmt.Errorf("%w: %s: team.maxCoordinationShare %v is out of range (want a share above 0 and at most 1)", ErrMalformed, src, *t.MaxCoordinationShare)
 	}
 	if p := f.raw.Permissions; p != nil && p.DefaultMode != "" && !validMode(p.DefaultMode) {
 		// Never a silent fall back to some other mode: a mode the user
@@ -470,6 +481,9 @@ func Merge(files ...*File) *Settings {
 			setValue(&s.DefaultPattern, t.DefaultPattern, src)
 			setValue(&s.LeadModel, t.LeadModel, src) // troupe's own key wins within a file
 			setValue(&s.TeammateModel, t.TeammateModel, src)
+			if t.MaxCoordinationShare != nil {
+				setValue(&s.MaxCoordinationShare, strconv.FormatFloat(*t.MaxCoordinationShare, 'g', -1, 64), src)
+			}
 		}
 		if sb := f.raw.Sandbox; sb != nil {
 			if sb.Enabled != nil {

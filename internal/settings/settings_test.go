@@ -41,7 +41,7 @@ func TestLoadMergesWithSources(t *testing.T) {
     "PreToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "lint.sh", "timeout": 0.5}]}]
   },
   "permissions": {"allow": ["Bash(git status:*)"], "defaultMode": "default"},
-  "team": {"defaultPattern": "small-team"},
+  "team": {"defaultPattern": "small-team", "maxCoordinationShare": 0.4},
   "artifactGuard": {"words": ["Alice", " "], "exempt": ["docs/team/**"]}
 }`)
 	s, err := Load(Options{Workspace: ws, UserFile: user, Home: t.TempDir(), NoManaged: true})
@@ -62,10 +62,12 @@ func TestLoadMergesWithSources(t *testing.T) {
 		DefaultMode:    Value{"default", p},
 		DefaultPattern: Value{"small-team", p},
 		LeadModel:      Value{"big", u},
-		GuardWords:     []Word{{"Alice", p}},
-		GuardExempt:    []Rule{{"docs/team/**", p}},
-		Env:            map[string]string{"FOO": "1"},
-		EnvSources:     map[string]Source{"FOO": c},
+
+		MaxCoordinationShare: Value{"0.4", p},
+		GuardWords:           []Word{{"Alice", p}},
+		GuardExempt:          []Rule{{"docs/team/**", p}},
+		Env:                  map[string]string{"FOO": "1"},
+		EnvSources:           map[string]Source{"FOO": c},
 	}
 	if diff := cmp.Diff(want, s, cmpopts.IgnoreFields(Settings{}, "Files"), cmpopts.IgnoreUnexported(Settings{})); diff != "" {
 		t.Errorf("merged settings (-want +got):\n%s", diff)
@@ -112,6 +114,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad timeout", `{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "x", "timeout": -1}]}]}}`, "timeout -1"},
 		{"not an object", `[1]`, "/w/.troupe/settings.json"},
 		{"unknown mode", `{"permissions": {"defaultMode": "yolo"}}`, `permissions.defaultMode "yolo" is unknown`},
+		{"coordination share", `{"team": {"maxCoordinationShare": 1.5}}`, `team.maxCoordinationShare 1.5 is out of range`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -104,7 +104,7 @@ func (s *Session) runLead(ctx context.Context, input []llm.Block, idleOnly bool)
 	s.mu.Lock()
 	s.cur.stats.LeadWakes++
 	s.mu.Unlock()
-	r, err := s.lead.Run(ctx, s.withStartContext(input)...)
+	r, err := s.lead.Run(ctx, append(s.withStartContext(input), s.govern(ctx)...)...)
 	s.count(r, idleOnly)
 	if err == nil {
 		stopLoop(ctx, s.cfg.Rules.hooks(), s.who, r, func(in []llm.Block) (*agent.Result, error) {
@@ -164,7 +164,7 @@ func (s *Session) leadBoundary(ctx context.Context, _ []string) []llm.Block {
 	if err := s.fetchLead(ctx, t); err != nil {
 		return nil
 	}
-	return messageBlocks(s.in.deliver(ctx, t, AtToolBoundary))
+	return append(messageBlocks(s.in.deliver(ctx, t, AtToolBoundary)), s.govern(ctx)...)
 }
 
 // fetchLead moves what waits in the lead's inbox into its queue without

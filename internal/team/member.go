@@ -75,6 +75,7 @@ type Member struct {
 	in     *inbox
 	proto  *protocol
 	st     *memberState
+	cache  *cacheChooser // the lifetime of its calls' prompt cache
 }
 
 // memberState is what a member's loop keeps between turns. Its lock is a
@@ -130,6 +131,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	if model == "" {
 		model = cfg.DefaultModel
 	}
+	m.cache = newCacheChooser(m.budget.prices, model)
 	m.who = memberWho(cfg.Rules, r.Name, r, m.name, m.me.Role, func() string { return string(m.permMode()) })
 	m.chain = cfg.Rules.gate(cfg.Workspace, m.who, m.permMode,
 		func(ctx context.Context, c agent.Call, v permission.Verdict) agent.Decision {
@@ -164,6 +166,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		Observe:    m.observeUsage(cfg.Observe),
 		Record:     func(msg llm.Message) { m.in.record(m.cfg.Team, msg) },
 		Identity:   id.Line(),
+		CacheTTL:   m.cacheTTL,
 		Compactor:  compactor,
 		OnCompact:  onCompact,
 		Budget:     func() error { return m.budget.check(context.Background(), m.name) },

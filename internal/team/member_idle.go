@@ -55,6 +55,7 @@ func (m *Member) idle(ctx context.Context) ([]llm.Block, string, error) {
 			// Nothing to do: now the member is idle, and says so once.
 			announced = true
 			m.setStatus(ctx, store.StatusIdle, m.st.goIdle)
+			m.journalCacheChoice(ctx)
 			m.send(ctx, store.Message{Type: store.TypeIdleNotification, To: store.LeadName,
 				Content: m.name + " is idle", Summary: m.st.goIdle})
 			if m.cfg.IdleTimeout > 0 {

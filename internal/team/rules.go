@@ -39,6 +39,10 @@ type Rules struct {
 	// TeammateModel is a teammate's model when neither its spawn nor its
 	// pattern role names one.
 	TeammateModel string
+	// MaxCoordinationShare is the share of the team's tokens the lead's
+	// coordination may take over the governor's window before the lead is
+	// told to batch (team.maxCoordinationShare; 0: the default, 0.5).
+	MaxCoordinationShare float64
 	// StateDir is the file store's state directory, from which hooks are
 	// given each agent's transcript_path ("": none).
 	StateDir string

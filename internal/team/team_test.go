@@ -60,7 +60,12 @@ func startMode(t *testing.T, mode option, script string, opts ...option) *fixtur
 
 func start(t *testing.T, script string, opts ...option) *fixture {
 	t.Helper()
-	srv := fakeapitest.StartTest(t, script)
+	return startOn(t, fakeapitest.StartTest(t, script), opts...)
+}
+
+// startOn is start against a fake API the test made (its own options).
+func startOn(t *testing.T, srv *fakeapi.Server, opts ...option) *fixture {
+	t.Helper()
 	ws := t.TempDir()
 	state := filepath.Join(ws, ".troupe")
 	st, err := file.Open(state, file.Options{})

@@ -33,7 +33,8 @@ func usageEvent(ev agent.Event, model, task, kind string) teamevent.Usage {
 		}
 	}
 	return teamevent.Usage{AgentName: ev.Agent, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens, Model: model, Kind: kind, Task: task}
+		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens, CacheWrite1hTokens: u.CacheWrite1hTokens,
+		Model: model, Kind: kind, Task: task}
 }
 
 // leadUsage journals the lead's (and its subagents') model calls; calls
@@ -42,6 +43,21 @@ type leadUsage struct {
 	s       *Session
 	mu      sync.Mutex
 	pending []teamevent.Usage
+	gov     *governor // made on first use, from the session's rules
+}
+
+// governor is the session's coordination governor.
+func (l *leadUsage) governor() *governor {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gov == nil {
+		share := 0.0
+		if r := l.s.cfg.Rules; r != nil {
+			share = r.MaxCoordinationShare
+		}
+		l.gov = newGovernor(share)
+	}
+	return l.gov
 }
 
 func (l *leadUsage) observe(next func(agent.Event)) func(agent.Event) {
@@ -117,7 +133,9 @@ func (m *Member) observeUsage(next func(agent.Event)) func(agent.Event) {
 			if task != "" {
 				kind = UsageWork
 			}
-			m.emit(context.Background(), usageEvent(ev, m.agent.Config().Model, task, kind))
+			f := usageEvent(ev, m.agent.Config().Model, task, kind)
+			f.CacheTTL = string(m.cache.used(ev.Usage, ev.Model))
+			m.emit(context.Background(), f)
 		}
 		if next != nil {
 			next(ev)

@@ -267,6 +267,29 @@ type Usage struct {
 	CacheTTL string `json:"cache_ttl,omitempty"`
 }
 
+// CacheChoice: the runtime chose the prompt cache lifetime of a
+// teammate's calls, because it expects the teammate to idle (or no longer
+// does). ExpectedSavedUSD is what the choice saves over the default
+// lifetime if the idle outlasts it, for the context the teammate carries.
+type CacheChoice struct {
+	Member           string  `json:"member"`
+	TTL              string  `json:"ttl"` // "1h", or "5m" back to the default
+	Why              string  `json:"why"`
+	Tokens           int64   `json:"tokens"` // the context the choice is for
+	ExpectedSavedUSD float64 `json:"expected_saved_usd"`
+}
+
+// Coordination: the lead's coordination took more than the set share of
+// the team's tokens over the last Window calls, and the lead was told to
+// batch its messages and let the board drive the work.
+type Coordination struct {
+	Window             int     `json:"window"` // calls counted
+	CoordinationTokens int64   `json:"coordination_tokens"`
+	TeamTokens         int64   `json:"team_tokens"`
+	Share              float64 `json:"share"`
+	MaxShare           float64 `json:"max_share"`
+}
+
 // Type implementations: the journal's type strings, fixed forever (old
 // journals must keep decoding).
 func (TeamCreate) Type() string       { return "team_create" }
@@ -293,6 +316,8 @@ func (Resume) Type() string           { return "resume" }
 func (Forgery) Type() string          { return "forgery" }
 func (KeyCreated) Type() string       { return "key_created" }
 func (Usage) Type() string            { return "usage" }
+func (CacheChoice) Type() string      { return "cache_choice" }
+func (Coordination) Type() string     { return "coordination" }
 
 // known makes an empty value of each type, by journal type.
 var known = map[string]func() Event{}
@@ -318,6 +343,7 @@ func init() {
 		func() Event { return &HandBack{} }, func() Event { return &Resume{} },
 		func() Event { return &Forgery{} }, func() Event { return &KeyCreated{} },
 		func() Event { return &Usage{} },
+		func() Event { return &CacheChoice{} }, func() Event { return &Coordination{} },
 	)
 }
 

@@ -33,6 +33,19 @@ type Member struct {
 	Task, Subject string
 	Tokens        int64
 	CostUSD       float64
+	// InputTokens are all its input tokens (plain, cache reads, cache
+	// writes) and CacheReadTokens those read from the prompt cache: the
+	// hit ratio beside its tokens (see CacheHitRatio).
+	InputTokens, CacheReadTokens int64
+}
+
+// CacheHitRatio is the share of the member's input tokens read from the
+// prompt cache (0 before its first call).
+func (m Member) CacheHitRatio() float64 {
+	if m.InputTokens == 0 {
+		return 0
+	}
+	return float64(m.CacheReadTokens) / float64(m.InputTokens)
 }
 
 // ItemKind is the kind of a transcript item.

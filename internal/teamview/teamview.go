@@ -310,6 +310,8 @@ func (v *View) countUsage(m *member, from string, at time.Time, u teamevent.Usag
 	}
 	r.Tokens += n
 	r.CostUSD += cost
+	r.InputTokens += u.InputTokens + u.CacheReadTokens + u.CacheWriteTokens
+	r.CacheReadTokens += u.CacheReadTokens
 	if r.Model == "" && u.Model != "" {
 		r.Model = u.Model
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -472,7 +473,7 @@ func TestLoad(t *testing.T) {
 	}
 	// And what they show is the team's state.
 	want := []Member{{Name: store.LeadName, Status: store.StatusIdle},
-		{Name: "alice", Role: "backend", Model: "m", Status: store.StatusWorking, Task: "1", Subject: "API", Tokens: 330},
+		{Name: "alice", Role: "backend", Model: "m", Status: store.StatusWorking, Task: "1", Subject: "API", Tokens: 330, InputTokens: 300},
 		{Name: "bob", Role: "frontend", Status: StatusDead}}
 	if diff := cmp.Diff(want, late.Roster(), cmpOpts...); diff != "" {
 		t.Errorf("roster loaded late (-want +got):\n%s", diff)
@@ -517,3 +518,37 @@ func TestApplyIgnoresStrangers(t *testing.T) {
 }
 
 func toolErr(content string) *tool.Result { return &tool.Result{Content: content, IsError: true} }
+
+// TestMemberCacheHitRatio: a roster row carries the member's input and
+// cache-read tokens, for its hit ratio beside its tokens.
+func TestMemberCacheHitRatio(t *testing.T) {
+	tests := []struct {
+		name  string
+		calls []teamevent.Usage
+		want  float64
+	}{
+		{name: "no calls", want: 0},
+		{name: "first call writes", calls: []teamevent.Usage{{InputTokens: 100, CacheWriteTokens: 900}}, want: 0},
+		{name: "second call reads", calls: []teamevent.Usage{
+			{InputTokens: 100, CacheWriteTokens: 900},
+			{InputTokens: 50, CacheReadTokens: 900, CacheWriteTokens: 50},
+		}, want: 0.45},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := New(Options{})
+			v.Apply(at(0), ev(t, "alice", 0, teamevent.Spawn{Member: "alice"}))
+			for i, u := range tt.calls {
+				u.AgentName, u.Model = "alice", "m"
+				v.Apply(at(i+1), ev(t, "alice", i+1, u))
+			}
+			a, ok := v.Member("alice")
+			if !ok {
+				t.Fatal("alice is not on the roster")
+			}
+			if got := a.CacheHitRatio(); math.Abs(got-tt.want) > 1e-12 {
+				t.Errorf("hit ratio = %v (%d read of %d input), want %v", got, a.CacheReadTokens, a.InputTokens, tt.want)
+			}
+		})
+	}
+}
