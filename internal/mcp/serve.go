@@ -348,7 +348,7 @@ func (s *TeamServer) taskList(ctx context.Context, _ *sdk.CallToolRequest, _ noA
 	}
 	lines := make([]string, len(tasks))
 	for i, t := range tasks {
-		lines[i] = taskLine(t)
+		lines[i] = t.Line()
 	}
 	return textResult("%s", strings.Join(lines, "\n")), nil, nil
 }
@@ -362,7 +362,7 @@ func (s *TeamServer) taskGet(ctx context.Context, _ *sdk.CallToolRequest, a task
 		return nil, nil, fmt.Errorf("TaskGet: %w", err)
 	}
 	var b strings.Builder
-	b.WriteString(taskLine(t))
+	b.WriteString(t.Line())
 	if d := strings.TrimSpace(t.Description); d != "" {
 		b.WriteString("\n\n" + d)
 	}
@@ -433,7 +433,7 @@ func (s *TeamServer) taskUpdate(ctx context.Context, _ *sdk.CallToolRequest, a t
 			a.Owner = nil
 		}
 		if a.Subject == "" && a.Description == "" && a.ActiveForm == "" && len(a.AddBlocks) == 0 && len(a.AddBlockedBy) == 0 {
-			return textResult("Claimed %s. When it is done, mark it completed with TaskUpdate.", taskLine(got)), nil, nil
+			return textResult("Claimed %s. When it is done, mark it completed with TaskUpdate.", got.Line()), nil, nil
 		}
 	}
 	var before store.Task
@@ -454,8 +454,8 @@ func (s *TeamServer) taskUpdate(ctx context.Context, _ *sdk.CallToolRequest, a t
 		if a.ActiveForm != "" {
 			t.ActiveForm = a.ActiveForm
 		}
-		t.Blocks = appendIDs(t.Blocks, a.AddBlocks)
-		t.BlockedBy = appendIDs(t.BlockedBy, a.AddBlockedBy)
+		t.Blocks = store.AddTaskIDs(t.Blocks, a.AddBlocks)
+		t.BlockedBy = store.AddTaskIDs(t.BlockedBy, a.AddBlockedBy)
 		return nil
 	})
 	if err != nil {
@@ -476,36 +476,7 @@ func (s *TeamServer) taskUpdate(ctx context.Context, _ *sdk.CallToolRequest, a t
 	if got.Status == store.TaskDeleted {
 		return textResult("Deleted task #%s.", got.ID), nil, nil
 	}
-	return textResult("Updated %s", taskLine(got)), nil, nil
-}
-
-func appendIDs(have, add []string) []string {
-	for _, a := range add {
-		a = taskID(a)
-		dup := false
-		for _, h := range have {
-			dup = dup || h == a
-		}
-		if !dup && a != "" {
-			have = append(have, a)
-		}
-	}
-	return have
-}
-
-func taskLine(t store.Task) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "#%s [%s] %s", t.ID, t.Status, t.Subject)
-	if t.Owner != "" {
-		fmt.Fprintf(&b, " (owner: %s)", t.Owner)
-	}
-	if r, _ := t.Metadata["role"].(string); r != "" {
-		fmt.Fprintf(&b, " (role: %s)", r)
-	}
-	if len(t.BlockedBy) > 0 {
-		fmt.Fprintf(&b, " (blocked by: #%s)", strings.Join(t.BlockedBy, ", #"))
-	}
-	return b.String()
+	return textResult("Updated %s", got.Line()), nil, nil
 }
 
 func (s *TeamServer) send(ctx context.Context, m store.Message) (store.Message, error) {

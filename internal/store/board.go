@@ -1,6 +1,10 @@
 package store
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Corrupt is a piece of state the store holds but cannot read: a task file
 // or a roster that does not parse, or breaks the rules. It is reported,
@@ -35,4 +39,33 @@ type Board struct {
 type TeamList struct {
 	Rosters []Roster  `json:"rosters"`
 	Corrupt []Corrupt `json:"corrupt,omitempty"`
+}
+
+// Line is a task in one line, as the team tools and `troupe mcp serve`
+// show it: "#3 [pending] Subject (owner: x) (role: y) (blocked by: #1, #2)".
+func (t Task) Line() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#%s [%s] %s", t.ID, t.Status, t.Subject)
+	if t.Owner != "" {
+		fmt.Fprintf(&b, " (owner: %s)", t.Owner)
+	}
+	if r, _ := t.Metadata["role"].(string); r != "" {
+		fmt.Fprintf(&b, " (role: %s)", r)
+	}
+	if len(t.BlockedBy) > 0 {
+		fmt.Fprintf(&b, " (blocked by: #%s)", strings.Join(t.BlockedBy, ", #"))
+	}
+	return b.String()
+}
+
+// AddTaskIDs returns have with the ids of add not in it yet, in order; an
+// id may be written "#3" or " 3 ", as models write them.
+func AddTaskIDs(have, add []string) []string {
+	for _, a := range add {
+		a = strings.TrimPrefix(strings.TrimSpace(a), "#")
+		if a != "" && !slices.Contains(have, a) {
+			have = append(have, a)
+		}
+	}
+	return have
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -195,4 +196,19 @@ func FuzzParseTask(f *testing.F) {
 			t.Fatalf("not stable:\n%s\n%s", out, again)
 		}
 	})
+}
+
+func TestTaskLineAndAddTaskIDs(t *testing.T) {
+	task := Task{ID: "3", Status: TaskPending, Subject: "Ship it", Owner: "ann",
+		Metadata: map[string]any{"role": "dev"}, BlockedBy: []string{"1", "2"}}
+	if got, want := task.Line(), "#3 [pending] Ship it (owner: ann) (role: dev) (blocked by: #1, #2)"; got != want {
+		t.Errorf("Line() = %q, want %q", got, want)
+	}
+	if got, want := (Task{ID: "4", Status: TaskCompleted, Subject: "Done"}).Line(), "#4 [completed] Done"; got != want {
+		t.Errorf("Line() = %q, want %q", got, want)
+	}
+	got := AddTaskIDs([]string{"1"}, []string{"#2", " 1 ", "", "2", "3"})
+	if want := []string{"1", "2", "3"}; !slices.Equal(got, want) {
+		t.Errorf("AddTaskIDs = %v, want %v", got, want)
+	}
 }

@@ -19,7 +19,7 @@ func boardLines(b store.Board) []string {
 	}
 	lines := make([]line, 0, len(b.Tasks)+len(b.Corrupt))
 	for _, t := range b.Tasks {
-		lines = append(lines, line{t.ID, taskLine(t)})
+		lines = append(lines, line{t.ID, t.Line()})
 	}
 	for _, c := range b.Corrupt {
 		lines = append(lines, line{c.ID, fmt.Sprintf("#%s [corrupt] its file %s cannot be read: %s", c.ID, c.Path, c.Err)})

@@ -135,8 +135,8 @@ func (t taskUpdateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 		if args.ActiveForm != "" {
 			task.ActiveForm = args.ActiveForm
 		}
-		task.Blocks = appendNew(task.Blocks, args.AddBlocks)
-		task.BlockedBy = appendNew(task.BlockedBy, args.AddBlockedBy)
+		task.Blocks = store.AddTaskIDs(task.Blocks, args.AddBlocks)
+		task.BlockedBy = store.AddTaskIDs(task.BlockedBy, args.AddBlockedBy)
 		if !t.b.lead && before.Owner == t.b.self && task.Owner == "" && task.Status == store.TaskPending {
 			// A teammate gave its task back: it will not claim it again by
 			// itself, or it would take it straight back.
@@ -162,43 +162,11 @@ func (t taskUpdateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	if got.Status == store.TaskDeleted {
 		return tool.OK(fmt.Sprintf("Deleted task #%s.", got.ID))
 	}
-	return tool.OK("Updated " + taskLine(got))
+	return tool.OK("Updated " + got.Line())
 }
 
 func hookTask(t store.Task) hook.Task {
 	return hook.Task{ID: t.ID, Subject: t.Subject, Description: t.Description, Owner: t.Owner, Status: t.Status}
-}
-
-func appendNew(have, add []string) []string {
-	for _, a := range add {
-		a = strings.TrimPrefix(strings.TrimSpace(a), "#")
-		dup := false
-		for _, h := range have {
-			if h == a {
-				dup = true
-				break
-			}
-		}
-		if !dup && a != "" {
-			have = append(have, a)
-		}
-	}
-	return have
-}
-
-func taskLine(t store.Task) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "#%s [%s] %s", t.ID, t.Status, t.Subject)
-	if t.Owner != "" {
-		fmt.Fprintf(&b, " (owner: %s)", t.Owner)
-	}
-	if r, _ := t.Metadata["role"].(string); r != "" {
-		fmt.Fprintf(&b, " (role: %s)", r)
-	}
-	if len(t.BlockedBy) > 0 {
-		fmt.Fprintf(&b, " (blocked by: #%s)", strings.Join(t.BlockedBy, ", #"))
-	}
-	return b.String()
 }
 
 // --- TaskList / TaskGet ---
