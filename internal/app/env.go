@@ -49,6 +49,9 @@ type Options struct {
 	// MCPConfig are --mcp-config values: files or JSON objects with
 	// mcpServers, read after .mcp.json and the settings.
 	MCPConfig []string
+	// MCPLazy is --mcp-startup lazy: a server whose tools are known from an
+	// earlier session starts at its first call, not with the session.
+	MCPLazy bool
 }
 
 // SettingsSource says where a session's settings come from.

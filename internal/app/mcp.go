@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -45,7 +46,8 @@ func (e *Env) openMCP(warn io.Writer) {
 	if len(cfg.Servers) == 0 {
 		return
 	}
-	e.mcp = &mcpServers{warn: warn, mgr: mcp.NewManager(cfg.Servers, mcp.Options{Dir: e.Dir, Logger: e.Logger})}
+	e.mcp = &mcpServers{warn: warn, mgr: mcp.NewManager(cfg.Servers, mcp.Options{Dir: e.Dir, Logger: e.Logger,
+		Lazy: e.opts.MCPLazy, ToolCache: filepath.Join(e.StateDir, "mcp")})}
 }
 
 // MCPTools returns the tools of the session's MCP servers, named
@@ -113,6 +115,9 @@ func (e *Env) MCPConfigArgs() []string {
 	var out []string
 	for _, c := range e.opts.MCPConfig {
 		out = append(out, "--mcp-config", c)
+	}
+	if e.opts.MCPLazy {
+		out = append(out, "--mcp-startup", "lazy")
 	}
 	return out
 }

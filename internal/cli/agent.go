@@ -115,6 +115,7 @@ lead's answers from forged ones.`,
 	cmd.Flags().StringArrayVar(&a.run.settingsFiles, "settings", nil, "another settings file (the lead's --settings)")
 	cmd.Flags().StringArrayVar(&a.run.claude.addDirs, "add-dir", nil, "another directory the file tools may reach (the lead's --add-dir)")
 	cmd.Flags().StringArrayVar(&a.run.claude.mcpConfig, "mcp-config", nil, "MCP servers to read too (the lead's --mcp-config)")
+	cmd.Flags().StringVar(&a.run.claude.mcpStartup, "mcp-startup", "session", "when MCP servers start (the lead's --mcp-startup)")
 	cmd.Flags().StringSliceVar(&mcpServers, "mcp-servers", nil, "start and offer only these MCP servers (comma-separated; the spawn's mcp_servers)")
 	pf.add(cmd.Flags())
 	return cmd

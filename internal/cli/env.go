@@ -59,7 +59,7 @@ func (a *app) openEnv(dir string, warn io.Writer) (*env, error) {
 	}
 	flag := a.settingsFlag()
 	return assembly.OpenEnv(a.ctx, assembly.Options{
-		Dir: dir, StateDir: stateDir, Warn: warn, Sandbox: a.sandbox, MCPConfig: a.run.claude.mcpConfig,
+		Dir: dir, StateDir: stateDir, Warn: warn, Sandbox: a.sandbox, MCPConfig: a.run.claude.mcpConfig, MCPLazy: a.run.claude.mcpStartup == "lazy",
 		Settings: assembly.SettingsSource{Flag: flag, Extra: a.run.settingsFiles,
 			Snapshot: a.settings.snapshot, SnapshotSum: a.settings.snapshotSum},
 	})

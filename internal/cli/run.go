@@ -115,6 +115,9 @@ func (f *runFlags) check(headless bool) error {
 	if f.claude.addDirs, err = checkPaths(f.claude.addDirs, true, "--add-dir"); err != nil {
 		return err
 	}
+	if m := f.claude.mcpStartup; m != "" && m != "session" && m != "lazy" {
+		return withCode(ExitUsage, fmt.Errorf("--mcp-startup %q: want session or lazy", m))
+	}
 	return nil
 }
 

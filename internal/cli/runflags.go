@@ -22,6 +22,7 @@ type claudeFlags struct {
 	appendSystemPrompt          string
 	addDirs                     []string
 	mcpConfig                   []string
+	mcpStartup                  string
 	skipPermissions             bool
 }
 
@@ -36,6 +37,7 @@ func (f *claudeFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.appendSystemPrompt, "append-system-prompt", "", "add this text at the end of the lead's system prompt")
 	fs.StringArrayVar(&f.addDirs, "add-dir", nil, "another directory the agents' file tools may reach (by absolute path), under the same permission rules as the workspace; repeat for more")
 	fs.StringArrayVar(&f.mcpConfig, "mcp-config", nil, "read MCP servers from this JSON file or string too (Claude Code's {\"mcpServers\": …}), beside .mcp.json and the settings' mcpServers; repeat for more")
+	fs.StringVar(&f.mcpStartup, "mcp-startup", "session", "when MCP servers start: session (with the session) or lazy (at their first call, offering the tools they listed in an earlier session)")
 	fs.BoolVar(&f.skipPermissions, "dangerously-skip-permissions", false, "run every agent in bypassPermissions mode: nothing asks (deny rules still refuse); same as --permission-mode bypassPermissions")
 }
 

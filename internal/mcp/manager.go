@@ -64,6 +64,12 @@ type Options struct {
 	HTTPClient *http.Client
 	// Logger receives what happens to servers; nil: discarded.
 	Logger *slog.Logger
+	// Lazy offers a server's tools from ToolCache, the directory where
+	// each server's last tool list is kept, without starting it: it starts
+	// at the first call (see lazy.go). Without a cached list it starts with
+	// the session. ToolCache alone only writes the lists.
+	Lazy      bool
+	ToolCache string
 }
 
 // Manager runs the configured servers: one client session per server,
@@ -331,6 +337,7 @@ func (c *conn) start(ctx context.Context) error {
 		return fail(sctx.Err())
 	}
 	c.tools, c.state, c.err = tools, StateConnected, nil
+	m.remember(c.srv, tools)
 	m.opts.Logger.Info("mcp server started", "server", c.srv.Name, "tools", len(tools))
 	return nil
 }

@@ -199,6 +199,15 @@ func (p Problem) Error() string {
 // list) keeps it.
 func (m *Manager) Tools(ctx context.Context, allow []string) ([]tool.Tool, []Problem) {
 	for _, s := range m.allowed(allow) {
+		c, _ := m.conn(s)
+		if list, ok := m.cached(c.srv); ok {
+			c.mu.Lock()
+			if c.state == StateIdle && c.tools == nil {
+				c.tools = list // offered now, started at the first call
+			}
+			c.mu.Unlock()
+			continue
+		}
 		_, _ = m.ListTools(ctx, s) // a failure is reported by Offered
 	}
 	return m.Offered(allow)
@@ -226,7 +235,7 @@ func (m *Manager) Offered(allow []string) ([]tool.Tool, []Problem) {
 		c.mu.Lock()
 		list, state, err := c.tools, c.state, c.err
 		c.mu.Unlock()
-		if state != StateConnected {
+		if state != StateConnected && !(state == StateIdle && list != nil) {
 			if err == nil {
 				err = fmt.Errorf("%s", state)
 			}
