@@ -92,6 +92,12 @@ func usage(agentName string, in, out int64) AgentMsg {
 	return AgentMsg(agent.Event{Type: agent.EventUsage, Agent: agentName, Usage: &llm.Usage{InputTokens: in, OutputTokens: out}})
 }
 
+// usageCached is a call that read cached of its input from the prompt
+// cache.
+func usageCached(agentName string, in, cached, out int64) AgentMsg {
+	return AgentMsg(agent.Event{Type: agent.EventUsage, Agent: agentName, Usage: &llm.Usage{InputTokens: in, CacheReadTokens: cached, OutputTokens: out}})
+}
+
 func call(agentName, name, input string) AgentMsg {
 	return AgentMsg(agent.Event{Type: agent.EventToolCall, Agent: agentName, Call: &agent.Call{Name: name, Input: json.RawMessage(input)}})
 }
@@ -104,7 +110,7 @@ func story(m *Model, clk *clock) {
 	for _, chunk := range []string{"I'll split this ", "into **two tasks**:\n\n", "1. the API (`GET /posts?page=`)\n", "2. the frontend list\n"} {
 		send(m, AgentMsg(agent.Event{Type: agent.EventText, Agent: store.LeadName, Text: chunk}))
 	}
-	send(m, usage(store.LeadName, 3000, 400),
+	send(m, usageCached(store.LeadName, 600, 2400, 400),
 		call(store.LeadName, "TeamCreate", `{"team_name":"blog"}`),
 		ev("team_create", store.LeadName, nil, at(2)),
 		call(store.LeadName, "TaskCreate", `{"subject":"Paginate GET /posts"}`),

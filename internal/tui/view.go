@@ -428,7 +428,7 @@ func (m *Model) teamLines() []string {
 		if mem.Name == store.LeadName {
 			role = "lead"
 		}
-		line := fmt.Sprintf(" %s %s %s %s %s", fit(mem.Name, 12), fit(text.OneLine(role, 10), 10), style.Render(fit(word, 9)), fit(task, 4), tokens(mem.Tokens)+" tok")
+		line := fmt.Sprintf(" %s %s %s %s %s", fit(mem.Name, 12), fit(text.OneLine(role, 10), 10), style.Render(fit(word, 9)), fit(task, 4), tokens(mem.Tokens)+" tok"+cacheNote(mem))
 		out = append(out, fit(line, w))
 	}
 	out = append(out, "", sBold.Render(" TIMELINE"))
@@ -601,6 +601,15 @@ func elapsed(d time.Duration) string {
 		return fmt.Sprintf("%ds", int(d.Seconds()))
 	}
 	return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+// cacheNote is a member's prompt-cache hit ratio beside its tokens, once
+// it has made a call: the share of its input read from the cache.
+func cacheNote(mem teamview.Member) string {
+	if mem.InputTokens == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %.0f%% cached", 100*mem.CacheHitRatio())
 }
 
 // tokens formats a token count: 950, 12.3k, 1.2M.
