@@ -103,9 +103,13 @@ func (s *Session) assess(ctx context.Context, t store.Team) (assessment, error) 
 		switch m.Status {
 		case store.StatusIdle:
 			// Idle with a plan waiting for approval: only the answer
-			// wakes it, so it claims nothing meanwhile.
+			// wakes it, so it claims nothing meanwhile. The answer is the
+			// lead's to give, or the human's when the request went to them.
 			if reqs := asked[m.Name]; len(reqs) > 0 {
 				waitsOnLead(m.Name, reqs)
+			} else if withHuman[m.Name] {
+				a.human = append(a.human, m.Name)
+				stuckOnAnswer[m.Name] = true
 			}
 		case StatusWaiting:
 			reqs := asked[m.Name]

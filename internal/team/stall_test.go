@@ -383,3 +383,33 @@ rules:
 		t.Error("the lead's grant was not refused")
 	}
 }
+
+// TestPlanWaitingForHumanIsNotStalled (issue 16): a teammate idle with its
+// plan sent to the human (a human is attached and takes plan requests) is
+// waiting for the human, not stalled: the run ends saying so.
+func TestPlanWaitingForHumanIsNotStalled(t *testing.T) {
+	f := start(t, `
+rules:
+  - agent: team-lead
+    contains: "Plan it"
+    reply:
+      - tool_use: {name: TeamCreate, input: {team_name: plans}}
+      - tool_use: {name: Task, input: {team_name: plans, name: planner, description: p, prompt: "Write notes.md.", plan_mode_required: true}}
+  - agent: team-lead
+    times: 0
+    reply: [{text: "Waiting for the plan."}]
+  - agent: planner
+    contains: "Write notes.md."
+    reply:
+      - tool_use: {name: SendMessage, input: {type: plan_approval_request, content: "Plan: write notes.md"}}
+  - agent: planner
+    times: 0
+    reply: [{text: "Waiting for approval."}]
+`, func(c *team.Config) {
+		c.HumanRequests = func(m store.Message) bool { return m.Type == store.TypePlanApprovalRequest }
+	})
+	res, _ := f.runEnd("Plan it.")
+	if res == nil || res.End != team.EndWaitingHuman || !strings.Contains(res.Why, "planner") {
+		t.Fatalf("run ended %+v; want %s naming planner", res, team.EndWaitingHuman)
+	}
+}
