@@ -57,6 +57,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
 	"mvdan.cc/sh/v3/syntax"
@@ -190,6 +191,9 @@ var mcpServerRule = regexp.MustCompile(`^mcp__([A-Za-z0-9_-]+?)(__\*)?$`)
 // ParseRule parses "Tool" or "Tool(specifier)".
 func ParseRule(raw string) (Rule, error) {
 	s := strings.TrimSpace(raw)
+	if !utf8.ValidString(s) {
+		return Rule{}, fmt.Errorf("%w %q: not valid UTF-8", ErrBadRule, raw)
+	}
 	r := Rule{Raw: s, Tool: s}
 	if m := mcpServerRule.FindStringSubmatch(s); m != nil && (m[2] != "" || !strings.Contains(m[1], "__")) {
 		// A whole server: every tool named mcp__<server>__…
@@ -288,7 +292,11 @@ func (r *Rule) parseCommand() error {
 		for i, p := range parts {
 			parts[i] = regexp.QuoteMeta(p)
 		}
-		r.kind, r.wild = specWild, regexp.MustCompile(`^`+strings.Join(parts, `.*`)+tail+`$`)
+		wild, err := regexp.Compile(`^` + strings.Join(parts, `.*`) + tail + `$`)
+		if err != nil {
+			return fmt.Errorf("the pattern cannot be matched: %v", err)
+		}
+		r.kind, r.wild = specWild, wild
 		for _, w := range words {
 			if strings.Contains(w, "*") {
 				break
