@@ -14,7 +14,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/troupe-dev/troupe/internal/store"
-	"github.com/troupe-dev/troupe/internal/text"
+	"github.com/troupe-dev/troupe/internal/teamevent"
 )
 
 // AgentTypeExternal is the roster's agent_type of a member that an MCP
@@ -123,7 +123,7 @@ func NewTeamServer(ctx context.Context, opts TeamOptions) (*TeamServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcp serve: join team %s: %w", s.team.Name(), err)
 	}
-	s.journal(ctx, "spawn", map[string]any{"member": name, "agent_type": AgentTypeExternal, "role": cmpOr(opts.Role, "external")})
+	s.journal(ctx, teamevent.Spawn{Member: name, Role: cmpOr(opts.Role, "external"), PermissionMode: "default", Mode: AgentTypeExternal})
 	bctx, stop := context.WithCancel(context.Background())
 	s.stop, s.beatDone = stop, make(chan struct{})
 	go s.beat(bctx)
@@ -171,7 +171,7 @@ func (s *TeamServer) Close() error {
 		}); err != nil {
 			s.opts.Logger.Warn("roster", "member", s.me, "err", err)
 		}
-		s.journal(context.Background(), "stopped", map[string]any{"member": s.me, "why": "the MCP client disconnected"})
+		s.journal(context.Background(), teamevent.Stopped{Member: s.me, Why: "the MCP client disconnected"})
 	}
 	s.mu.Lock()
 	if !s.closed {
@@ -187,12 +187,14 @@ func (s *TeamServer) ackLoop() {
 	defer close(s.ackDone)
 	ctx := context.Background()
 	for msgs := range s.acks {
+		ids := make([]string, len(msgs))
+		for i, m := range msgs {
+			ids[i] = m.ID
+		}
 		if err := s.team.Mailbox().Ack(ctx, s.me, msgs[len(msgs)-1].ID); err != nil {
 			s.opts.Logger.Warn("ack", "member", s.me, "err", err)
 		}
-		for _, m := range msgs {
-			s.journal(ctx, "deliver", map[string]any{"id": m.ID, "msg_type": m.Type, "from": m.From, "to": s.me})
-		}
+		s.journal(ctx, teamevent.Deliver{Member: s.me, IDs: ids, At: "receive"})
 	}
 }
 
@@ -224,9 +226,17 @@ func (s *TeamServer) beat(ctx context.Context) {
 	}
 }
 
-func (s *TeamServer) journal(ctx context.Context, typ string, fields map[string]any) {
-	if err := s.team.Journal().Append(context.WithoutCancel(ctx), store.Event{Type: typ, Agent: s.me, Fields: fields}); err != nil {
-		s.opts.Logger.Warn("journal", "type", typ, "err", err)
+// journal records ev as this member, in the team's typed form
+// (teamevent), so the team's UI, usage and resume read it as they read a
+// runtime teammate's.
+func (s *TeamServer) journal(ctx context.Context, ev teamevent.Event) {
+	e, err := teamevent.Encode(s.me, ev)
+	if err == nil {
+		e.TS, e.Team = time.Now().UTC(), s.team.Name()
+		err = s.team.Journal().Append(context.WithoutCancel(ctx), e)
+	}
+	if err != nil {
+		s.opts.Logger.Warn("journal", "type", ev.Type(), "err", err)
 	}
 }
 
@@ -251,7 +261,7 @@ func (s *TeamServer) setStatus(ctx context.Context, status string) {
 		s.opts.Logger.Warn("status", "member", s.me, "err", err)
 		return
 	}
-	s.journal(ctx, "status", map[string]any{"member": s.me, "status": status})
+	s.journal(ctx, teamevent.Status{Member: s.me, Status: status})
 	if was == store.StatusWorking && status == store.StatusIdle {
 		// As a runtime teammate does: the lead's waker looks at the team
 		// again when a member goes idle.
@@ -389,7 +399,7 @@ func (s *TeamServer) taskCreate(ctx context.Context, _ *sdk.CallToolRequest, a t
 	if err != nil {
 		return nil, nil, fmt.Errorf("TaskCreate: %w", err)
 	}
-	s.journal(ctx, "task_create", map[string]any{"task": got.ID, "subject": got.Subject, "blocked_by": got.BlockedBy})
+	s.journal(ctx, teamevent.TaskCreate{Task: got.ID, Subject: got.Subject, BlockedBy: got.BlockedBy})
 	return textResult("Created task #%s: %s", got.ID, got.Subject), nil, nil
 }
 
@@ -426,7 +436,7 @@ func (s *TeamServer) taskUpdate(ctx context.Context, _ *sdk.CallToolRequest, a t
 		if err != nil {
 			return nil, nil, fmt.Errorf("TaskUpdate: claim task #%s: %w", id, err)
 		}
-		s.journal(ctx, "claim", map[string]any{"task": got.ID, "owner": s.me})
+		s.journal(ctx, teamevent.Claim{Task: got.ID, Owner: s.me, Subject: got.Subject})
 		cur = got
 		a.Status = ""
 		if a.Owner != nil {
@@ -436,36 +446,26 @@ func (s *TeamServer) taskUpdate(ctx context.Context, _ *sdk.CallToolRequest, a t
 			return textResult("Claimed %s. When it is done, mark it completed with TaskUpdate.", got.Line()), nil, nil
 		}
 	}
+	edit := store.TaskEdit{Status: a.Status, Subject: a.Subject, Description: a.Description, ActiveForm: a.ActiveForm,
+		AddBlocks: a.AddBlocks, AddBlockedBy: a.AddBlockedBy}
+	if a.Owner != nil {
+		edit.Owner = &owner
+	}
 	var before store.Task
 	got, err := tasks.Update(ctx, id, func(t *store.Task) error {
 		before = *t
-		if a.Status != "" {
-			t.Status = a.Status
-		}
-		if a.Owner != nil {
-			t.Owner = owner
-		}
-		if a.Subject != "" {
-			t.Subject = a.Subject
-		}
-		if a.Description != "" {
-			t.Description = a.Description
-		}
-		if a.ActiveForm != "" {
-			t.ActiveForm = a.ActiveForm
-		}
-		t.Blocks = store.AddTaskIDs(t.Blocks, a.AddBlocks)
-		t.BlockedBy = store.AddTaskIDs(t.BlockedBy, a.AddBlockedBy)
+		edit.Apply(t)
 		return nil
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("TaskUpdate: %w", err)
 	}
-	typ := "task_update"
+	change := teamevent.TaskChange{Task: got.ID, Status: got.Status, Owner: got.Owner, AddBlockedBy: a.AddBlockedBy, AddBlocks: a.AddBlocks}
 	if got.Status == store.TaskCompleted && before.Status != store.TaskCompleted {
-		typ = "complete"
+		s.journal(ctx, teamevent.TaskComplete{TaskChange: change})
+	} else {
+		s.journal(ctx, teamevent.TaskUpdate{TaskChange: change})
 	}
-	s.journal(ctx, typ, map[string]any{"task": got.ID, "status": got.Status, "owner": got.Owner})
 	if a.Owner != nil && got.Owner != "" && got.Owner != before.Owner && got.Owner != s.me {
 		if _, err := s.send(ctx, store.Message{Type: store.TypeTaskAssignment, From: s.me, To: got.Owner, TaskID: got.ID,
 			Content: fmt.Sprintf("You were assigned task #%s: %s\n\n%s\n\nWhen it is done, mark it completed with TaskUpdate.", got.ID, got.Subject, got.Description),
@@ -484,25 +484,8 @@ func (s *TeamServer) send(ctx context.Context, m store.Message) (store.Message, 
 	if err != nil {
 		return sent, err
 	}
-	s.journal(ctx, "send", sentFields(sent))
+	s.journal(ctx, teamevent.Sent(sent))
 	return sent, nil
-}
-
-func sentFields(m store.Message) map[string]any {
-	f := map[string]any{"id": m.ID, "msg_type": m.Type, "from": m.From, "to": m.To}
-	if m.RequestID != "" {
-		f["request_id"] = m.RequestID
-	}
-	if m.Approve != nil {
-		f["approve"] = *m.Approve
-	}
-	if m.Summary != "" {
-		f["summary"] = m.Summary
-	}
-	if m.Content != "" {
-		f["content"] = text.OneLine(m.Content, 200)
-	}
-	return f
 }
 
 func (s *TeamServer) sendMessage(ctx context.Context, _ *sdk.CallToolRequest, a sendArg) (*sdk.CallToolResult, any, error) {
@@ -542,7 +525,7 @@ func (s *TeamServer) sendMessage(ctx context.Context, _ *sdk.CallToolRequest, a 
 		var to []string
 		for _, m := range sent {
 			to = append(to, m.To)
-			s.journal(ctx, "send", sentFields(m))
+			s.journal(ctx, teamevent.Sent(m))
 		}
 		if len(to) == 0 {
 			return textResult("Broadcast sent to nobody: you are the only member."), nil, nil
@@ -591,7 +574,7 @@ func (s *TeamServer) answerShutdown(ctx context.Context, a sendArg) (*sdk.CallTo
 		}); err != nil {
 			s.opts.Logger.Warn("roster", "member", s.me, "err", err)
 		}
-		s.journal(ctx, "status", map[string]any{"member": s.me, "status": store.StatusShutdown, "why": "shutdown approved"})
+		s.journal(ctx, teamevent.Status{Member: s.me, Status: store.StatusShutdown, Why: "shutdown approved"})
 	}
 	if _, err := s.send(context.WithoutCancel(ctx), msg); err != nil {
 		return nil, nil, fmt.Errorf("SendMessage: %w", err)
@@ -599,7 +582,7 @@ func (s *TeamServer) answerShutdown(ctx context.Context, a sendArg) (*sdk.CallTo
 	s.mu.Lock()
 	delete(s.requests, a.RequestID)
 	s.mu.Unlock()
-	s.journal(ctx, "protocol", map[string]any{"kind": "shutdown", "request_id": a.RequestID, "member": s.me, "approve": *a.Approve, "reason": a.Reason})
+	s.journal(ctx, teamevent.Protocol{Kind: teamevent.ProtocolShutdown, RequestID: a.RequestID, Member: s.me, Approve: a.Approve, Reason: a.Reason})
 	if *a.Approve {
 		close(s.done)
 		return textResult("Shutdown approved: you have left team %s. Stop working on it.", s.team.Name()), nil, nil
@@ -628,7 +611,7 @@ func (s *TeamServer) handBack(ctx context.Context) []string {
 		})
 		if err == nil {
 			out = append(out, t.ID)
-			s.journal(ctx, "task_update", map[string]any{"task": t.ID, "status": store.TaskPending, "owner": "", "why": "its owner shut down"})
+			s.journal(ctx, teamevent.HandBack{Member: s.me, Task: t.ID})
 		}
 	}
 	return out

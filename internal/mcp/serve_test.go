@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/store/file"
 	"github.com/troupe-dev/troupe/internal/store/seal"
+	"github.com/troupe-dev/troupe/internal/teamevent"
 )
 
 // teamFixture is a team in a file store, seen sealed by the lead and by the
@@ -182,6 +183,40 @@ func TestExternalMemberJoinsClaimsAndShutsDown(t *testing.T) {
 	}
 	if out, res := f.call(t, "TaskList", map[string]any{}); !res.IsError || !strings.Contains(out, "has shut down") && !strings.Contains(out, "left team") {
 		t.Errorf("call after shutdown = %q", out)
+	}
+
+	// What the member did is journaled in the team's typed form, as a
+	// runtime teammate's is, so the UI, usage and resume read it alike.
+	evs, err := f.lead.Journal().Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range evs {
+		env, err := teamevent.Decode(e)
+		if err != nil {
+			t.Errorf("journal line %s does not decode: %v", e.Type, err)
+			continue
+		}
+		if _, unknown := env.Event.(teamevent.Unknown); unknown {
+			t.Errorf("journal line of unknown type %q", e.Type)
+		}
+		switch ev := env.Event.(type) {
+		case teamevent.Claim:
+			if ev.Owner != "reviewer" || ev.Subject != "review the parser" {
+				t.Errorf("claim = %+v", ev)
+			}
+		case teamevent.Protocol:
+			if ev.Kind != teamevent.ProtocolShutdown || ev.Approve == nil || !*ev.Approve {
+				t.Errorf("protocol = %+v", ev)
+			}
+		}
+		types = append(types, e.Type)
+	}
+	for _, want := range []string{"spawn", "claim", "complete", "send", "protocol"} {
+		if !slices.Contains(types, want) {
+			t.Errorf("journal types %v lack %s", types, want)
+		}
 	}
 }
 

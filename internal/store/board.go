@@ -69,3 +69,33 @@ func AddTaskIDs(have, add []string) []string {
 	}
 	return have
 }
+
+// TaskEdit is what a TaskUpdate call changes in a task: the fields set
+// (Owner when not nil, the others when not empty) and the dependencies to
+// add. The team tools and troupe mcp serve apply it alike.
+type TaskEdit struct {
+	Status, Subject, Description, ActiveForm string
+	Owner                                    *string
+	AddBlocks, AddBlockedBy                  []string
+}
+
+// Apply writes e into t.
+func (e TaskEdit) Apply(t *Task) {
+	if e.Status != "" {
+		t.Status = e.Status
+	}
+	if e.Owner != nil {
+		t.Owner = *e.Owner
+	}
+	if e.Subject != "" {
+		t.Subject = e.Subject
+	}
+	if e.Description != "" {
+		t.Description = e.Description
+	}
+	if e.ActiveForm != "" {
+		t.ActiveForm = e.ActiveForm
+	}
+	t.Blocks = AddTaskIDs(t.Blocks, e.AddBlocks)
+	t.BlockedBy = AddTaskIDs(t.BlockedBy, e.AddBlockedBy)
+}

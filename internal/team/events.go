@@ -7,7 +7,6 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/teamevent"
-	"github.com/troupe-dev/troupe/internal/text"
 )
 
 // emit journals a typed team event as agentName and passes it to the
@@ -39,10 +38,4 @@ type emitter struct {
 
 func (e emitter) emit(ctx context.Context, t store.Team, ev teamevent.Event) {
 	emit(ctx, t, e.agent, ev, e.onEvent, e.log)
-}
-
-// sentEvent is the journal line of a message that was sent.
-func sentEvent(m store.Message) teamevent.Send {
-	return teamevent.Send{ID: m.ID, MsgType: m.Type, From: m.From, To: m.To, RequestID: m.RequestID, Approve: m.Approve,
-		Summary: m.Summary, Feedback: m.Feedback, Content: text.OneLine(m.Content, 200)}
 }

@@ -48,6 +48,6 @@ func (s *Session) SendAsHuman(ctx context.Context, to, text string) error {
 	if err != nil {
 		return err
 	}
-	emit(ctx, t, store.HumanName, sentEvent(sent), s.cfg.OnEvent, s.cfg.Logger)
+	emit(ctx, t, store.HumanName, teamevent.Sent(sent), s.cfg.OnEvent, s.cfg.Logger)
 	return nil
 }

@@ -339,7 +339,7 @@ func (m *Member) send(ctx context.Context, msg store.Message) {
 		m.cfg.Logger.Warn("send", "from", m.name, "to", msg.To, "err", err)
 		return
 	}
-	m.emit(ctx, sentEvent(sent))
+	m.emit(ctx, teamevent.Sent(sent))
 }
 
 // fetch moves what waits in the inbox into the queue without blocking,

@@ -85,7 +85,7 @@ func (b *binding) sendMessage(ctx context.Context, a sendMessageArgs) (string, e
 		names := make([]string, len(sent))
 		for i, m := range sent {
 			names[i] = m.To
-			b.em.emit(ctx, t, sentEvent(m))
+			b.em.emit(ctx, t, teamevent.Sent(m))
 		}
 		if len(names) == 0 {
 			return "Broadcast sent to nobody: you are the only member.", nil
@@ -202,7 +202,7 @@ func (b *binding) sendAsIn(ctx context.Context, t store.Team, msg store.Message)
 	if err != nil {
 		return sent, err
 	}
-	b.em.emit(ctx, t, sentEvent(sent))
+	b.em.emit(ctx, t, teamevent.Sent(sent))
 	return sent, nil
 }
 
@@ -211,6 +211,6 @@ func (s *Session) sendAs(ctx context.Context, t store.Team, msg store.Message) (
 	if err != nil {
 		return sent, err
 	}
-	s.emit(ctx, t, sentEvent(sent))
+	s.emit(ctx, t, teamevent.Sent(sent))
 	return sent, nil
 }

@@ -59,7 +59,7 @@ func reportForgeries(ctx context.Context, t store.Team, found []seal.Forgery, on
 		}
 		return
 	}
-	emit(ctx, t, inbox, sentEvent(sent), onEvent, log)
+	emit(ctx, t, inbox, teamevent.Sent(sent), onEvent, log)
 }
 
 // openKey gives the session the key of team t (made now for a new team,

@@ -117,26 +117,15 @@ func (t taskUpdateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 			}
 		}
 	}
+	edit := store.TaskEdit{Status: args.Status, Subject: args.Subject, Description: args.Description, ActiveForm: args.ActiveForm,
+		AddBlocks: args.AddBlocks, AddBlockedBy: args.AddBlockedBy}
+	if args.Owner != nil {
+		edit.Owner = &owner
+	}
 	var before store.Task
 	got, err := team.Tasks().Update(ctx, id, func(task *store.Task) error {
 		before = *task
-		if args.Status != "" {
-			task.Status = args.Status
-		}
-		if args.Owner != nil {
-			task.Owner = owner
-		}
-		if args.Subject != "" {
-			task.Subject = args.Subject
-		}
-		if args.Description != "" {
-			task.Description = args.Description
-		}
-		if args.ActiveForm != "" {
-			task.ActiveForm = args.ActiveForm
-		}
-		task.Blocks = store.AddTaskIDs(task.Blocks, args.AddBlocks)
-		task.BlockedBy = store.AddTaskIDs(task.BlockedBy, args.AddBlockedBy)
+		edit.Apply(task)
 		if !t.b.lead && before.Owner == t.b.self && task.Owner == "" && task.Status == store.TaskPending {
 			// A teammate gave its task back: it will not claim it again by
 			// itself, or it would take it straight back.

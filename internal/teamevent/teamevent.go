@@ -9,7 +9,8 @@
 // Go type of a map value, so an in-process event and one read back from disk
 // decode the same.
 //
-// It imports only store: it must never depend on agents, tools or the UI.
+// It imports only store and text: it must never depend on agents, tools or
+// the UI.
 package teamevent
 
 import (
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/text"
 )
 
 // Event is one typed team event. Type is the journal line's type.
@@ -125,6 +127,13 @@ type Send struct {
 	Summary   string `json:"summary,omitempty"`
 	Feedback  string `json:"feedback,omitempty"`
 	Content   string `json:"content,omitempty"`
+}
+
+// Sent is the journal line of message m, sent: its content cut to one
+// line, so the journal says what was said without holding it twice.
+func Sent(m store.Message) Send {
+	return Send{ID: m.ID, MsgType: m.Type, From: m.From, To: m.To, RequestID: m.RequestID, Approve: m.Approve,
+		Summary: m.Summary, Feedback: m.Feedback, Content: text.OneLine(m.Content, 200)}
 }
 
 // Deliver: messages were handed to a member's model. At is "idle" (they
