@@ -113,16 +113,6 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("%w %q (want one of %s)", ErrBadMode, s, strings.Join(names, ", "))
 }
 
-// Writes reports whether a tool is one Bash or Edit rules name (bash,
-// write_file, edit_file): what changes the workspace among the tools the
-// rule syntax knows.
-//
-// Deprecated: judge a call by what its tool declares, agent.Call.Kind
-// (kind.Kind.Changes); a tool Writes does not know may still write.
-func Writes(tool string) bool {
-	return slices.Contains(ruleTools["Bash"], tool) || slices.Contains(ruleTools["Edit"], tool)
-}
-
 // claudeNames maps troupe's tool names to Claude Code's.
 var claudeNames = map[string]string{
 	"bash": "Bash", "edit_file": "Edit", "write_file": "Write", "read_file": "Read",

@@ -402,19 +402,6 @@ func (s *Store) OpenArchive(ctx context.Context, id string) (store.Team, error) 
 	return s.teamAt(name, dir, "@archive/"+id), nil
 }
 
-// Archived returns the directories of team name's archives, oldest first.
-func (s *Store) Archived(name string) ([]string, error) {
-	as, err := s.Archives(context.Background(), name)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, len(as))
-	for i, a := range as {
-		out[i] = a.Path
-	}
-	return out, nil
-}
-
 // Team is one team of a file store.
 type Team struct {
 	s       *Store

@@ -211,20 +211,6 @@ type team struct {
 func (t *team) Mailbox() store.Mailbox { return t.mb }
 func (t *team) Unwrap() store.Team     { return t.Team }
 
-// AppendTranscript is Transcripts().Append.
-//
-// Deprecated: use Transcripts; kept for callers that asserted it.
-func (t *team) AppendTranscript(ctx context.Context, member string, line json.RawMessage) error {
-	return t.Transcripts().Append(ctx, member, line)
-}
-
-// ReadTranscript is Transcripts().Read.
-//
-// Deprecated: use Transcripts; kept for callers that asserted it.
-func (t *team) ReadTranscript(ctx context.Context, member string) ([]json.RawMessage, error) {
-	return t.Transcripts().Read(ctx, member)
-}
-
 type mailbox struct {
 	inner store.Mailbox
 	team  store.Team
