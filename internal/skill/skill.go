@@ -183,26 +183,10 @@ func Discover(workspace string, opts Options) (*Set, []Warning) {
 	// Commands come after skills: a skill of the same name wins, as in
 	// Claude Code.
 	for _, dir := range CommandDirs(ws, opts) {
-		var found []string
-		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) && p == dir {
-					return fs.SkipAll
-				}
-				return err
-			}
-			if d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != dir {
-				return fs.SkipDir
-			}
-			if !d.IsDir() && strings.HasSuffix(d.Name(), ".md") && !strings.HasPrefix(d.Name(), ".") {
-				found = append(found, p)
-			}
-			return nil
-		})
+		found, err := MarkdownFiles(dir)
 		if err != nil {
 			warns = append(warns, Warning{Path: dir, Err: err})
 		}
-		sort.Strings(found)
 		for _, path := range found {
 			sk, err := readSkill(path, strings.TrimSuffix(filepath.Base(path), ".md"))
 			if sk == nil && err == nil {
@@ -372,4 +356,29 @@ func displayDir(workspace, dir string) string {
 func isDir(path string) bool {
 	info, err := os.Stat(path)
 	return err == nil && info.IsDir()
+}
+
+// MarkdownFiles returns the *.md files under dir (its subfolders too),
+// sorted, leaving out hidden files and folders: how .claude/commands and
+// .claude/agents are read. A dir that does not exist has none; a folder
+// that cannot be read is the error, beside what was found elsewhere.
+func MarkdownFiles(dir string) ([]string, error) {
+	var found []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == dir {
+				return fs.SkipAll
+			}
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != dir {
+			return fs.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(d.Name(), ".md") && !strings.HasPrefix(d.Name(), ".") {
+			found = append(found, p)
+		}
+		return nil
+	})
+	sort.Strings(found)
+	return found, err
 }

@@ -3,7 +3,6 @@ package subagent
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/troupe-dev/troupe/internal/skill"
 	"github.com/troupe-dev/troupe/internal/text"
 	"github.com/troupe-dev/troupe/internal/todo"
 )
@@ -120,23 +120,10 @@ func Discover(workspace string, opts Options) (*Catalog, []Warning) {
 	c := &Catalog{byName: map[string]Definition{}}
 	var warns []Warning
 	for _, dir := range Dirs(workspace, opts) {
-		var found []string
-		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) && p == dir {
-					return fs.SkipAll
-				}
-				return err
-			}
-			if !d.IsDir() && strings.HasSuffix(d.Name(), ".md") && !strings.HasPrefix(d.Name(), ".") {
-				found = append(found, p)
-			}
-			return nil
-		})
+		found, err := skill.MarkdownFiles(dir)
 		if err != nil {
 			warns = append(warns, Warning{Path: dir, Err: err})
 		}
-		sort.Strings(found)
 		for _, path := range found {
 			data, err := os.ReadFile(path)
 			if err != nil {
