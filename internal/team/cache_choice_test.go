@@ -1,6 +1,7 @@
 package team_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -113,6 +114,9 @@ func TestIdleTeammateKeepsItsCache(t *testing.T) {
 					wake.Usage.CacheReadInputTokens, wake.Usage.CacheCreationInputTokens, tt.wantHit)
 			}
 
+			// Bob goes idle again after the lead's run has ended; wait for
+			// that second choice on the journal (its watch, not a sleep).
+			f.waitJournal(func(evs []store.Event) bool { return countChoices(evs, "bob") >= 2 })
 			evs := f.journal()
 			var choices []string
 			saved := 0.0
@@ -168,4 +172,40 @@ func rosterStatus(r store.Roster, name string) string {
 		return m.Status
 	}
 	return ""
+}
+
+// countChoices counts member's cache_choice lines.
+func countChoices(evs []store.Event, member string) int {
+	n := 0
+	for _, e := range evs {
+		if env, err := teamevent.Decode(e); err == nil {
+			if c, ok := env.Event.(teamevent.CacheChoice); ok && c.Member == member {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// waitJournal waits, on the journal's watch, until done holds for the team's
+// journal (at most 30s).
+func (f *fixture) waitJournal(done func([]store.Event) bool) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tm, err := f.st.Team(ctx, f.sess.TeamName())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	changed, err := tm.Journal().Watch(ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for !done(f.journal()) {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			f.t.Fatal("the journal never reached the state waited for")
+		}
+	}
 }
