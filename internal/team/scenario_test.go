@@ -236,6 +236,12 @@ func runScenario(t *testing.T, sc scenario, mode string) {
 	if f.sess.TeamName() == "" {
 		return // the lead's first call failed: no team
 	}
+	// The teammates outlive RunHeadless until the session closes, as they
+	// do under `troupe -p` until it exits: the state is checked once they
+	// have stopped and written their last line.
+	if err := f.sess.Close(); err != nil {
+		t.Errorf("close the session: %v", err)
+	}
 	checkScenarioState(t, f)
 }
 
