@@ -54,12 +54,16 @@ type Config struct {
 	// input); a reply past it ends the call with llm.ErrReplyTooLarge.
 	// Default llm.DefaultMaxReplyBytes; negative means no cap.
 	MaxReplyBytes int64
+	// ObserveEncode, if set, is told how long building each request's
+	// body took and its size (for `troupe bench turn`).
+	ObserveEncode func(d time.Duration, bytes int)
 }
 
 // Provider calls the Anthropic Messages API.
 type Provider struct {
 	cfg    Config
 	client sdk.Client
+	enc    *encoder
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -105,7 +109,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
 	}
-	return &Provider{cfg: cfg, client: sdk.NewClient(opts...)}, nil
+	return &Provider{cfg: cfg, client: sdk.NewClient(opts...), enc: newEncoder()}, nil
 }
 
 // Name implements llm.Provider.
@@ -114,13 +118,17 @@ func (p *Provider) Name() string { return "anthropic" }
 // Stream implements llm.Provider.
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Event, error] {
 	return func(yield func(llm.Event, error) bool) {
-		params, err := buildParams(req)
+		start := time.Now()
+		body, err := p.enc.body(req)
 		if err != nil {
 			yield(llm.Event{}, err)
 			return
 		}
+		if p.cfg.ObserveEncode != nil {
+			p.cfg.ObserveEncode(time.Since(start), body.size)
+		}
 		llm.Retries{Max: p.cfg.MaxRetries, Delay: p.backoff, Sleep: p.cfg.Sleep, Classify: classify}.Run(ctx, yield,
-			func() (*llm.Response, bool, error) { return p.attempt(ctx, params, yield) })
+			func() (*llm.Response, bool, error) { return p.attempt(ctx, body, yield) })
 	}
 }
 
@@ -130,10 +138,12 @@ func (p *Provider) backoff(attempt int, retryAfter time.Duration) time.Duration 
 }
 
 // attempt makes one streamed call. stopped reports that the consumer quit.
-func (p *Provider) attempt(ctx context.Context, params sdk.MessageNewParams, yield func(llm.Event, error) bool) (resp *llm.Response, stopped bool, err error) {
+func (p *Provider) attempt(ctx context.Context, body *reqBody, yield func(llm.Event, error) bool) (resp *llm.Response, stopped bool, err error) {
 	actx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
 	defer cancel()
-	stream := p.client.Messages.NewStreaming(actx, params)
+	// The body replaces the one the SDK marshals from (empty) params; the
+	// SDK still sends it, streams and decodes the reply.
+	stream := p.client.Messages.NewStreaming(actx, sdk.MessageNewParams{}, option.WithMiddleware(body.middleware))
 	defer stream.Close()
 	// The SDK's Message.Accumulate appends each delta to a string, which
 	// copies the whole reply at every delta: quadratic in its length. The
@@ -369,7 +379,9 @@ func apiMessage(raw string) string {
 	return strings.TrimSpace(raw)
 }
 
-// buildParams translates a request, marking the cache breakpoints in the
+// buildParams translates a request into the SDK's params. Requests are sent
+// as bodies the encoder builds from cached pieces; this is the reference
+// those bodies are tested against. It translates a request, marking the cache breakpoints in the
 // order the cache reads a request (tools, system, messages):
 //   - the last tool: the tools alone, shared by every agent offered them;
 //   - the system prompt (req.System): tools and system, shared byte for
@@ -400,22 +412,11 @@ func buildParams(req *llm.Request) (sdk.MessageNewParams, error) {
 		Model:     sdk.Model(model),
 		MaxTokens: int64(maxTokens),
 	}
-	cache := sdk.NewCacheControlEphemeralParam()
-	switch req.CacheTTL {
-	case llm.CacheTTLDefault:
-	case llm.CacheTTL5m:
-		cache.TTL = sdk.CacheControlEphemeralTTLTTL5m
-	case llm.CacheTTL1h:
-		cache.TTL = sdk.CacheControlEphemeralTTLTTL1h
-	default:
-		return params, fmt.Errorf("%w: cache ttl %q (want 5m or 1h)", llm.ErrInvalidRequest, req.CacheTTL)
+	cache, err := cacheParam(req.CacheTTL)
+	if err != nil {
+		return params, err
 	}
-	if req.System != "" {
-		params.System = []sdk.TextBlockParam{{Text: req.System, CacheControl: cache}}
-	}
-	if strings.TrimSpace(req.SystemTail) != "" {
-		params.System = append(params.System, sdk.TextBlockParam{Text: req.SystemTail})
-	}
+	params.System = systemParam(req.System, req.SystemTail, cache)
 	for i, t := range req.Tools {
 		tp, err := toolParam(t)
 		if err != nil {
@@ -427,16 +428,9 @@ func buildParams(req *llm.Request) (sdk.MessageNewParams, error) {
 		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: tp})
 	}
 	for i, m := range msgs {
-		mp := sdk.MessageParam{Role: sdk.MessageParamRole(m.Role)}
-		for _, b := range m.Content {
-			cb, ok := blockParam(b)
-			if !ok {
-				continue
-			}
-			mp.Content = append(mp.Content, cb)
-		}
-		if len(mp.Content) == 0 {
-			return params, fmt.Errorf("%w: message %d has no content the API accepts", llm.ErrInvalidRequest, i)
+		mp, err := messageParam(i, m)
+		if err != nil {
+			return params, err
 		}
 		params.Messages = append(params.Messages, mp)
 	}
