@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -96,7 +97,7 @@ func (bashTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 		return res
 	}
 
-	r, err := shell.Run(ctx, opts)
+	r, err := runForeground(ctx, env, opts)
 	if err != nil {
 		return Errorf("bash: %v", err)
 	}
@@ -123,4 +124,17 @@ func (bashTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 	}
 	return Result{Content: b.String(), IsError: r.TimedOut || r.Canceled || r.ExitCode != 0,
 		Response: BashResponse{Stdout: r.Output, Interrupted: r.TimedOut || r.Canceled}}
+}
+
+// runForeground runs a foreground command in env's shell session when it
+// has one, else in a bash of its own.
+func runForeground(ctx context.Context, env *Env, opts shell.Options) (shell.Result, error) {
+	if env.Shell != nil && env.Sandbox == nil {
+		r, err := env.Shell.Run(ctx, opts)
+		if !errors.Is(err, shell.ErrSessionBusy) {
+			return r, err
+		}
+		opts.Dir = env.Shell.Dir() // a parallel call starts where the session is
+	}
+	return shell.Run(ctx, opts)
 }

@@ -64,6 +64,12 @@ type Env struct {
 	// Sandbox, when set, runs every bash command in it; a command is
 	// refused, never run outside, when the sandbox cannot be had.
 	Sandbox *shell.Sandbox
+	// Shell, when set (and no Sandbox is), runs foreground bash commands
+	// in this long-lived session, which keeps the working directory and
+	// shell variables from one call to the next; its owner closes it. A
+	// call made while another runs in it, and background commands, run
+	// on their own as without it.
+	Shell *shell.Session
 }
 
 // hidden reports whether tool must leave rel out.
