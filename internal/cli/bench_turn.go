@@ -1,21 +1,26 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-dev/troupe/internal/agent"
-	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 	"github.com/troupe-dev/troupe/internal/shell"
 	"github.com/troupe-dev/troupe/internal/tool"
@@ -40,6 +45,21 @@ type turnReport struct {
 	HarnessMSP50      float64 `json:"harness_ms_p50"`
 	HarnessMSP99      float64 `json:"harness_ms_p99"`
 	PrefixStableRatio float64 `json:"prefix_stable_ratio,omitempty"`
+	// Shell is how the turns ran bash: "spawn" (a bash per command, the
+	// default) or "session" (one long-lived bash for the agent).
+	Shell string `json:"shell"`
+	// EncodeMSP50 is the time to build one request body.
+	EncodeMSP50 float64 `json:"encode_ms_p50"`
+	// FloorMS is the least a turn can cost on this machine and endpoint:
+	// a bare bash -c spawn plus one HTTP round trip to the endpoint,
+	// measured in the same run (p50). AboveFloorMS is the turn's p50 less
+	// it.
+	FloorMS      float64 `json:"floor_ms,omitempty"`
+	AboveFloorMS float64 `json:"above_floor_ms,omitempty"`
+	// ToolMSSpawnP50 and ToolMSSessionP50 are one bash echo through the
+	// bash tool in each shell mode, interleaved.
+	ToolMSSpawnP50   float64 `json:"tool_ms_spawn_p50"`
+	ToolMSSessionP50 float64 `json:"tool_ms_session_p50"`
 	// With --sandbox: the turns' bash calls run in the bubblewrap sandbox,
 	// and the cost of one bash call is measured with and without it.
 	Sandbox              bool    `json:"sandbox,omitempty"`
@@ -58,6 +78,8 @@ func (a *app) benchTurnCmd() *cobra.Command {
 		baseURL string
 		asJSON  bool
 		sandbox bool
+		floor   bool
+		shellM  string
 	)
 	cmd := &cobra.Command{
 		Use:   "turn",
@@ -72,7 +94,10 @@ itself costs per turn. With --sandbox the bash calls run in the bubblewrap
 sandbox, and the cost of the sandbox per bash call is measured apart (the same
 echo with and without it).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := a.benchTurn(cmd.Context(), turns, baseURL, sandbox)
+			if shellM != "spawn" && shellM != "session" {
+				return withCode(ExitUsage, fmt.Errorf("--shell must be spawn or session, got %q", shellM))
+			}
+			rep, err := a.benchTurn(cmd.Context(), turnOpts{turns: turns, baseURL: baseURL, sandbox: sandbox, floor: floor || baseURL == "", session: shellM == "session"})
 			if err != nil {
 				return withCode(ExitError, err)
 			}
@@ -85,6 +110,11 @@ echo with and without it).`,
 			fmt.Fprintf(a.stdout, "per turn: p50 %.3f ms, p99 %.3f ms\n", rep.MSPerTurnP50, rep.MSPerTurnP99)
 			fmt.Fprintf(a.stdout, "of which model p50 %.3f ms, tool p50 %.3f ms, harness p50 %.3f ms (p99 %.3f ms)\n",
 				rep.ModelMSP50, rep.ToolMSP50, rep.HarnessMSP50, rep.HarnessMSP99)
+			fmt.Fprintf(a.stdout, "request encoding p50 %.3f ms; bash tool p50 %.3f ms spawning, %.3f ms in a session (turns ran with --shell %s)\n",
+				rep.EncodeMSP50, rep.ToolMSSpawnP50, rep.ToolMSSessionP50, rep.Shell)
+			if rep.FloorMS > 0 {
+				fmt.Fprintf(a.stdout, "floor (bash -c spawn + one HTTP round trip) p50 %.3f ms: the turn is %.3f ms above it\n", rep.FloorMS, rep.AboveFloorMS)
+			}
 			if rep.Sandbox {
 				fmt.Fprintf(a.stdout, "bash call p50: %.3f ms plain, %.3f ms sandboxed: the sandbox costs %.3f ms per call\n",
 					rep.BashMSP50, rep.SandboxedBashMSP50, rep.SandboxCostMSPerCall)
@@ -99,14 +129,28 @@ echo with and without it).`,
 	cmd.Flags().StringVar(&baseURL, "base-url", "", "run against this Anthropic-compatible server instead of the in-process fake")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&sandbox, "sandbox", false, "run the bash calls in the bubblewrap sandbox and report its cost per call")
+	cmd.Flags().BoolVar(&floor, "compare-floor", false, "with --base-url: also measure the floor (a bare bash -c spawn plus one HTTP round trip; always measured against the in-process fake)")
+	cmd.Flags().StringVar(&shellM, "shell", "spawn", "how the turns run bash: spawn (a bash per command) or session (one long-lived bash)")
 	return cmd
 }
 
-func (a *app) benchTurn(ctx context.Context, turns int, baseURL string, sandbox bool) (*turnReport, error) {
+// turnOpts are the flags of bench turn.
+type turnOpts struct {
+	turns          int
+	baseURL        string
+	sandbox, floor bool
+	session        bool // run the turns' bash in a shell session
+}
+
+func (a *app) benchTurn(ctx context.Context, o turnOpts) (*turnReport, error) {
+	turns, baseURL, sandbox := o.turns, o.baseURL, o.sandbox
 	if turns < 2 {
 		return nil, errors.New("--turns must be at least 2")
 	}
-	rep := &turnReport{Tool: "bash echo", GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+	rep := &turnReport{Tool: "bash echo", GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), Shell: "spawn"}
+	if o.session {
+		rep.Shell = "session"
+	}
 	var fake *fakeapi.Server
 	key := os.Getenv("ANTHROPIC_API_KEY")
 	if baseURL == "" {
@@ -127,7 +171,16 @@ func (a *app) benchTurn(ctx context.Context, turns int, baseURL string, sandbox 
 			key = "bench"
 		}
 	}
-	provider, err := assembly.AnthropicAt(baseURL, key, -1)
+	var (
+		encMu sync.Mutex
+		encMS []float64
+	)
+	provider, err := anthropic.New(anthropic.Config{APIKey: key, BaseURL: baseURL, MaxRetries: -1,
+		ObserveEncode: func(d time.Duration, _ int) {
+			encMu.Lock()
+			encMS = append(encMS, float64(d.Nanoseconds())/1e6)
+			encMu.Unlock()
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +195,18 @@ func (a *app) benchTurn(ctx context.Context, turns int, baseURL string, sandbox 
 	}
 	defer ws.Close()
 	env := &tool.Env{Workspace: ws}
+	if err := benchToolModes(ctx, rep, ws, min(turns, 50)); err != nil {
+		return nil, err
+	}
+	if o.floor {
+		if rep.FloorMS, err = benchFloor(ctx, baseURL, key, ws.Dir(), min(turns, 50)); err != nil {
+			return nil, err
+		}
+	}
+	if o.session && !sandbox {
+		env.Shell = shell.NewSession(ws.Dir(), nil)
+		defer env.Shell.Close()
+	}
 	if sandbox {
 		home, _ := os.UserHomeDir()
 		env.Sandbox = &shell.Sandbox{Protected: shell.ProtectedPaths(ws.Dir()), Hidden: shell.HiddenPaths(home)}
@@ -213,6 +278,12 @@ func (a *app) benchTurn(ctx context.Context, turns int, baseURL string, sandbox 
 	rep.MSPerTurnP50, rep.MSPerTurnP99 = percentile(turnMS, 50), percentile(turnMS, 99)
 	rep.ModelMSP50, rep.ToolMSP50 = percentile(modelMS, 50), percentile(toolMS, 50)
 	rep.HarnessMSP50, rep.HarnessMSP99 = percentile(h, 50), percentile(h, 99)
+	encMu.Lock()
+	rep.EncodeMSP50 = percentile(encMS, 50)
+	encMu.Unlock()
+	if rep.FloorMS > 0 {
+		rep.AboveFloorMS = float64(int((rep.MSPerTurnP50-rep.FloorMS)*1000+0.5)) / 1000
+	}
 	if fake != nil {
 		// Over the first 50 turns, as issue 5 defines it.
 		var bodies [][]byte
@@ -225,6 +296,75 @@ func (a *app) benchTurn(ctx context.Context, turns int, baseURL string, sandbox 
 		rep.PrefixStableRatio = prefixStableRatio(bodies)
 	}
 	return rep, nil
+}
+
+// benchToolModes times n bash echo calls through the bash tool spawning a
+// bash each and n in a shell session, interleaved, and records the p50s.
+func benchToolModes(ctx context.Context, rep *turnReport, ws *tool.Workspace, n int) error {
+	spawn := &tool.Env{Workspace: ws}
+	sess := &tool.Env{Workspace: ws, Shell: shell.NewSession(ws.Dir(), nil)}
+	defer sess.Shell.Close()
+	bash, ok := tool.NewRegistry(tool.Builtins()...).Get("bash")
+	if !ok {
+		return errors.New("no bash tool")
+	}
+	var a, b []float64
+	for range n {
+		for _, env := range []*tool.Env{spawn, sess} {
+			start := time.Now()
+			r := bash.Run(ctx, env, []byte(`{"command":"echo bench"}`))
+			if r.IsError {
+				return fmt.Errorf("bench bash call failed: %s", r.Content)
+			}
+			if env == spawn {
+				a = append(a, ms(time.Since(start)))
+			} else {
+				b = append(b, ms(time.Since(start)))
+			}
+		}
+	}
+	rep.ToolMSSpawnP50, rep.ToolMSSessionP50 = percentile(a, 50), percentile(b, 50)
+	return nil
+}
+
+// benchFloor is the p50 over n rounds of the least a turn can cost: a bare
+// bash -c spawn running the echo, plus one streamed HTTP round trip to the
+// endpoint with a one-message request, read to its end.
+func benchFloor(ctx context.Context, baseURL, key, dir string, n int) (float64, error) {
+	body := []byte(`{"max_tokens":64,"messages":[{"content":"floor","role":"user"}],"model":"claude-sonnet-4-5","stream":true}`)
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	url := strings.TrimSuffix(baseURL, "/") + "/v1/messages"
+	var xs []float64
+	for range n {
+		start := time.Now()
+		cmd := exec.CommandContext(ctx, "bash", "-c", "echo floor")
+		cmd.Dir = dir
+		if err := cmd.Run(); err != nil {
+			return 0, fmt.Errorf("floor: bash: %w", err)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("content-type", "application/json")
+		req.Header.Set("x-api-key", key)
+		req.Header.Set("anthropic-version", "2023-06-01")
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, fmt.Errorf("floor: %w", err)
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return 0, fmt.Errorf("floor: %w", err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return 0, fmt.Errorf("floor: %s answered %s", url, resp.Status)
+		}
+		xs = append(xs, ms(time.Since(start)))
+	}
+	return percentile(xs, 50), nil
 }
 
 // benchSandboxCost times n echo commands run plainly and n run in sb,
