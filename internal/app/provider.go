@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/llm/anthropic"
@@ -88,6 +89,12 @@ func BuildProvider(pf ProviderChoice, maxRetries int) (llm.Provider, string, err
 // benchmark is pointed at. maxRetries 0 is the provider's default, -1 none.
 func AnthropicAt(baseURL, apiKey string, maxRetries int) (llm.Provider, error) {
 	return anthropic.New(anthropic.Config{APIKey: apiKey, BaseURL: baseURL, MaxRetries: maxRetries})
+}
+
+// AnthropicObserved is AnthropicAt telling observe how long each request
+// body took to build and its size (troupe bench turn's encode_ms).
+func AnthropicObserved(baseURL, apiKey string, maxRetries int, observe func(d time.Duration, bytes int)) (llm.Provider, error) {
+	return anthropic.New(anthropic.Config{APIKey: apiKey, BaseURL: baseURL, MaxRetries: maxRetries, ObserveEncode: observe})
 }
 
 // maxReplyBytes is the cap on one model reply from TROUPE_MAX_REPLY_BYTES

@@ -19,8 +19,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-dev/troupe/internal/agent"
+	assembly "github.com/troupe-dev/troupe/internal/app"
 	"github.com/troupe-dev/troupe/internal/llm"
-	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 	"github.com/troupe-dev/troupe/internal/shell"
 	"github.com/troupe-dev/troupe/internal/tool"
@@ -175,12 +175,11 @@ func (a *app) benchTurn(ctx context.Context, o turnOpts) (*turnReport, error) {
 		encMu sync.Mutex
 		encMS []float64
 	)
-	provider, err := anthropic.New(anthropic.Config{APIKey: key, BaseURL: baseURL, MaxRetries: -1,
-		ObserveEncode: func(d time.Duration, _ int) {
-			encMu.Lock()
-			encMS = append(encMS, float64(d.Nanoseconds())/1e6)
-			encMu.Unlock()
-		}})
+	provider, err := assembly.AnthropicObserved(baseURL, key, -1, func(d time.Duration, _ int) {
+		encMu.Lock()
+		encMS = append(encMS, float64(d.Nanoseconds())/1e6)
+		encMu.Unlock()
+	})
 	if err != nil {
 		return nil, err
 	}
