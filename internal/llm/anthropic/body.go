@@ -29,9 +29,10 @@ import (
 // appended to is checked in time proportional to its number of blocks, not
 // its bytes.
 
-// maxConversations bounds the conversations whose encodings are kept; past
-// it one is dropped, and its next request is encoded whole.
-const maxConversations = 4096
+// maxConversations bounds the conversations whose encodings are kept (each
+// holds about its history's size again); past it the least recently used
+// is dropped, and its next request, if any, is encoded whole.
+const maxConversations = 1024
 
 // maxToolSets bounds the tool lists kept encoded (one per role, typically).
 const maxToolSets = 16
@@ -39,6 +40,7 @@ const maxToolSets = 16
 // encoder builds request bodies from cached pieces. Safe for concurrent use.
 type encoder struct {
 	mu     sync.Mutex
+	clock  int64
 	convs  map[string]*conversation // by llm.Request.Agent
 	tools  []*toolSet
 	system []*systemEnc
@@ -46,6 +48,7 @@ type encoder struct {
 
 // conversation holds the encoded messages of one agent's last request.
 type conversation struct {
+	used int64 // the encoder's clock at its last request; under encoder.mu
 	mu   sync.Mutex
 	ttl  llm.CacheTTL
 	msgs []encMsg
@@ -241,17 +244,23 @@ func (r *pieceReader) Close() error { return nil }
 func (e *encoder) conversation(agent string) *conversation {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.clock++
 	c := e.convs[agent]
 	if c == nil {
 		if len(e.convs) >= maxConversations {
-			for k := range e.convs { // any one: the map's order is random
-				delete(e.convs, k)
-				break
+			var oldest string
+			first := true
+			for k, o := range e.convs {
+				if first || o.used < e.convs[oldest].used {
+					oldest, first = k, false
+				}
 			}
+			delete(e.convs, oldest)
 		}
 		c = &conversation{}
 		e.convs[agent] = c
 	}
+	c.used = e.clock
 	return c
 }
 

@@ -199,6 +199,37 @@ func TestWireBodyIsTheSDKs(t *testing.T) {
 	}
 }
 
+// TestConversationsBounded: past maxConversations the least recently used
+// conversation is dropped, and its next request is still right.
+func TestConversationsBounded(t *testing.T) {
+	enc := newEncoder()
+	req := func(agent string) *llm.Request {
+		return &llm.Request{Agent: agent, Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("hi " + agent)}}}}
+	}
+	for i := range maxConversations {
+		if _, err := enc.body(req(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := enc.body(req("0")); err != nil { // 0 is now the most recent; 1 the least
+		t.Fatal(err)
+	}
+	rb, err := enc.body(req("new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(enc.convs) != maxConversations || enc.convs["1"] != nil || enc.convs["0"] == nil || enc.convs["new"] == nil {
+		t.Errorf("%d conversations; 0 kept %v, 1 dropped %v", len(enc.convs), enc.convs["0"] != nil, enc.convs["1"] == nil)
+	}
+	if want := sdkBody(t, req("new")); !bytes.Equal(rb.bytes(), want) {
+		t.Errorf("body %s, want %s", rb.bytes(), want)
+	}
+	rb, err = enc.body(req("1"))
+	if err != nil || !bytes.Equal(rb.bytes(), sdkBody(t, req("1"))) {
+		t.Errorf("a dropped conversation comes back wrong: %v", err)
+	}
+}
+
 // historyOf returns a request whose history is about kb kilobytes, in
 // turns like a coding agent's (a short reply with a tool call, a result).
 func historyOf(kb int) *llm.Request {
