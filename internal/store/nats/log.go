@@ -43,7 +43,7 @@ func (j *journal) Append(ctx context.Context, e store.Event) error {
 	// The journal keeps what agents saw and said: a key that reached
 	// them is written as [redacted].
 	data = secret.RedactBytes(data)
-	if _, err := j.t.s.js.Publish(ctx, j.subject(), data); err != nil {
+	if _, err := j.t.s.publish(ctx, j.subject(), data, ""); err != nil {
 		return fmt.Errorf("append to journal of %s: %w", j.t.name, err)
 	}
 	return nil
@@ -140,7 +140,7 @@ func (tr transcripts) Append(ctx context.Context, member string, line json.RawMe
 		return fmt.Errorf("append transcript of %s: not one JSON value: %w", name, err)
 	}
 	data := secret.RedactBytes(b.Bytes())
-	if _, err := tr.t.s.js.Publish(ctx, tr.subject(name), data); err != nil {
+	if _, err := tr.t.s.publish(ctx, tr.subject(name), data, ""); err != nil {
 		return fmt.Errorf("append transcript of %s in team %s: %w", name, tr.t.name, err)
 	}
 	return nil

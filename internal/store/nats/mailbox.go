@@ -151,7 +151,7 @@ func (mb *mailbox) send(ctx context.Context, r *store.Roster, m store.Message) (
 	if err != nil {
 		return store.Message{}, fmt.Errorf("send to %s: %w", to, err)
 	}
-	if _, err := mb.t.s.js.Publish(ctx, mb.subject(to), data, jetstream.WithMsgID(mb.t.gen+"/"+to+"/"+m.ID)); err != nil {
+	if _, err := mb.t.s.publish(ctx, mb.subject(to), data, mb.t.gen+"/"+to+"/"+m.ID); err != nil {
 		return store.Message{}, fmt.Errorf("send to %s in team %s: %w", to, mb.t.name, err)
 	}
 	return m, nil

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	natsgo "github.com/nats-io/nats.go"
 
@@ -72,10 +73,14 @@ func (s *Store) commit(ctx context.Context, ws []write) (uint64, error) {
 		m := natsgo.NewMsg(w.subject)
 		m.Data = w.data
 		m.Header.Set("Nats-Expected-Last-Subject-Sequence", strconv.FormatUint(w.expect, 10))
+		// The id makes a retry after a lost answer safe: the server knows
+		// the write and answers it again instead of refusing the
+		// compare-and-set that the first attempt already won.
+		m.Header.Set("Nats-Msg-Id", s.opts.NewID())
 		if w.del {
 			m.Header.Set("KV-Operation", "DEL")
 		}
-		reply, err := s.nc.RequestMsgWithContext(ctx, m)
+		reply, err := s.request(ctx, m)
 		if err != nil {
 			return 0, fmt.Errorf("write %s: %w", w.subject, err)
 		}
@@ -126,6 +131,17 @@ func ackSeq(data []byte, n int) (uint64, error) {
 // directGet sends a batched direct get to stream and collects the messages
 // up to the end-of-batch marker. more reports that the batch stopped short.
 func (s *Store) directGet(ctx context.Context, stream string, req map[string]any) (msgs []rawMsg, more bool, err error) {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, requestTimeout)
+		msgs, more, err = s.directGetOnce(actx, stream, req)
+		cancel()
+		if err == nil || attempt == requestAttempts || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return msgs, more, err
+		}
+	}
+}
+
+func (s *Store) directGetOnce(ctx context.Context, stream string, req map[string]any) (msgs []rawMsg, more bool, err error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, false, err
@@ -133,7 +149,7 @@ func (s *Store) directGet(ctx context.Context, stream string, req map[string]any
 	_, batch := req["batch"]
 	_, multi := req["multi_last"]
 	if !batch && !multi {
-		m, err := s.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream, body)
+		m, err := s.request(ctx, &natsgo.Msg{Subject: "$JS.API.DIRECT.GET." + stream, Data: body})
 		if err != nil {
 			if cerr := s.closedErr(); cerr != nil {
 				return nil, false, cerr
@@ -303,3 +319,56 @@ func (s *Store) replies() (*replyBox, func(), error) {
 // maxBatch bounds the messages of one batched get (the server answers at
 // most 1024 for a multi_last).
 const maxBatch = 1100
+
+// A request that gets no answer in requestTimeout is sent again, up to
+// requestAttempts times: while a cluster node dies or a leader is elected,
+// requests are dropped. Every request retried is idempotent (a read, or a
+// write with a Nats-Msg-Id the server de-duplicates).
+const (
+	requestTimeout  = 4 * time.Second
+	requestAttempts = 8
+)
+
+// request sends m and waits for its answer, retrying as above.
+func (s *Store) request(ctx context.Context, m *natsgo.Msg) (*natsgo.Msg, error) {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, requestTimeout)
+		reply, err := s.nc.RequestMsgWithContext(actx, m)
+		cancel()
+		if err == nil && reply.Header.Get("Status") == "503" {
+			err = natsgo.ErrNoResponders
+		}
+		transient := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, natsgo.ErrTimeout)
+		if err == nil || !transient || attempt == requestAttempts || ctx.Err() != nil {
+			if err != nil {
+				if cerr := s.closedErr(); cerr != nil {
+					return nil, cerr
+				}
+			}
+			return reply, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.done:
+			return nil, store.ErrClosed
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond): // backs off from a cluster in failover
+		}
+	}
+}
+
+// publish stores data on subject of a stream, with msgID (made up when
+// empty) so that a retried publish is stored once.
+func (s *Store) publish(ctx context.Context, subject string, data []byte, msgID string) (uint64, error) {
+	m := natsgo.NewMsg(subject)
+	m.Data = data
+	if msgID == "" {
+		msgID = s.opts.NewID()
+	}
+	m.Header.Set("Nats-Msg-Id", msgID)
+	reply, err := s.request(ctx, m)
+	if err != nil {
+		return 0, err
+	}
+	return ackSeq(reply.Data, 1)
+}
