@@ -35,6 +35,21 @@ func (a *app) storeCmds() []*cobra.Command {
 // with mustExist, so that looking at an empty workspace leaves no .troupe
 // behind.
 func (a *app) openStore(mustExist bool) (store.Store, error) {
+	ws, err := a.Workspace()
+	if err != nil {
+		return nil, withCode(ExitError, err)
+	}
+	u, err := a.storeURL(ws)
+	if err != nil {
+		return nil, err
+	}
+	if remoteStore(u) {
+		s, err := assembly.OpenStore(a.ctx, u)
+		if err != nil {
+			return nil, withCode(ExitError, err)
+		}
+		return s, nil
+	}
 	dir, err := a.StateDir()
 	if err != nil {
 		return nil, withCode(ExitError, err)

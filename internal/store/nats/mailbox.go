@@ -229,7 +229,7 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 			if sub, err = mb.t.s.nc.ChanSubscribe(mb.subject(name), wakeCh); err != nil {
 				return nil, fmt.Errorf("receive %s: %w", name, err)
 			}
-			if err := mb.t.s.nc.FlushWithContext(ctx); err != nil {
+			if err := mb.t.s.flush(ctx); err != nil {
 				return nil, err
 			}
 			continue
@@ -383,7 +383,7 @@ func (s *Store) watchSubject(ctx context.Context, subject string) (<-chan struct
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", subject, err)
 	}
-	if err := s.nc.FlushWithContext(ctx); err != nil {
+	if err := s.flush(ctx); err != nil {
 		_ = sub.Unsubscribe()
 		return nil, fmt.Errorf("watch %s: %w", subject, err)
 	}
@@ -403,4 +403,12 @@ func (s *Store) watchSubject(ctx context.Context, subject string) (<-chan struct
 		}
 	}()
 	return out, nil
+}
+
+// flush waits until the server has seen everything sent so far (a new
+// subscription included).
+func (s *Store) flush(ctx context.Context) error {
+	fctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return s.nc.FlushWithContext(fctx)
 }
