@@ -78,7 +78,9 @@ func TestHubRestartKeepsAcks(t *testing.T) {
 	if diff := cmp.Diff([]string{"6"}, contents(again)); diff != "" {
 		t.Errorf("same client after the restart (-want +got):\n%s", diff)
 	}
-	// A reader started after the restart gets every unacked message once.
+	// A reader started after the restart (the old one gone) gets every
+	// unacked message once.
+	s.Close()
 	s2 := openStore(t, url)
 	defer s2.Close()
 	tm2, err := s2.Team(ctx, "t")

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/troupe-dev/troupe/internal/store"
@@ -28,8 +27,15 @@ func (mb *mailbox) consumer(member string) string { return "in_" + mb.t.gen + "_
 // reader is this client's side of one inbox: what it handed out and not yet
 // acked, so that a message is never handed out twice by one client.
 type reader struct {
-	mu      chan struct{} // a lock that a waiting Receive gives up on ctx
-	cons    jetstream.Consumer
+	mu   chan struct{} // a lock that a waiting Receive gives up on ctx
+	cons jetstream.Consumer
+	// The consumer delivers into buf as the server pushes (a message
+	// comes only once stored, so a wake is never early) and arrived
+	// wakes a waiting Receive.
+	cc      jetstream.ConsumeContext
+	bufMu   sync.Mutex
+	buf     []jetstream.Msg
+	arrived chan struct{}
 	pending map[string]jetstream.Msg
 	seqOf   map[string]uint64
 	floor   uint64 // acked up to this stream sequence
@@ -51,7 +57,7 @@ func (mb *mailbox) reader(member string) *reader {
 	key := mb.t.gen + "/" + member
 	r := s.readers.m[key]
 	if r == nil {
-		r = &reader{mu: make(chan struct{}, 1), pending: map[string]jetstream.Msg{}, seqOf: map[string]uint64{}, seen: map[string]bool{}}
+		r = &reader{mu: make(chan struct{}, 1), arrived: make(chan struct{}, 1), pending: map[string]jetstream.Msg{}, seqOf: map[string]uint64{}, seen: map[string]bool{}}
 		s.readers.m[key] = r
 	}
 	return r
@@ -97,6 +103,22 @@ func (mb *mailbox) open(ctx context.Context, r *reader, member string) error {
 	}
 	r.floor = info.AckFloor.Stream
 	r.cons = cons
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		r.bufMu.Lock()
+		r.buf = append(r.buf, m)
+		r.bufMu.Unlock()
+		wake(r.arrived)
+	}, jetstream.PullMaxMessages(256), jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if !errors.Is(err, jetstream.ErrNoHeartbeat) {
+			mb.t.s.opts.Logger.Debug("nats store: inbox consumer", "member", member, "err", err)
+		}
+	}))
+	if err != nil {
+		r.cons = nil
+		return fmt.Errorf("inbox of %s in team %s: consume: %w", member, mb.t.name, err)
+	}
+	r.cc = cc
+	mb.t.s.onClose(cc.Stop)
 	return nil
 }
 
@@ -201,99 +223,59 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 		return nil, err
 	}
 	defer r.unlock()
-	var sub *natsgo.Subscription
-	var wakeCh chan *natsgo.Msg
-	defer func() {
-		if sub != nil {
-			_ = sub.Unsubscribe()
-		}
-	}()
 	for {
 		if err := mb.open(context.WithoutCancel(ctx), r, name); err != nil {
 			return nil, err
 		}
-		out, err := mb.fetch(context.WithoutCancel(ctx), r)
-		if err != nil {
-			return nil, err
-		}
-		if len(out) > 0 {
+		if out := mb.take(r); len(out) > 0 {
 			return out, nil
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
-		}
-		if sub == nil {
-			// Subscribe, then fetch again: a message sent in between is
-			// either fetched or wakes the subscription.
-			wakeCh = make(chan *natsgo.Msg, 64)
-			if sub, err = mb.t.s.nc.ChanSubscribe(mb.subject(name), wakeCh); err != nil {
-				return nil, fmt.Errorf("receive %s: %w", name, err)
-			}
-			if err := mb.t.s.flush(ctx); err != nil {
-				return nil, err
-			}
-			continue
 		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-mb.t.s.done:
 			return nil, store.ErrClosed
-		case <-wakeCh:
-			for len(wakeCh) > 0 {
-				<-wakeCh
-			}
+		case <-r.arrived:
 		}
 	}
 }
 
-// fetch takes what the consumer has ready, without waiting.
-func (mb *mailbox) fetch(ctx context.Context, r *reader) ([]store.Message, error) {
+// take hands out what the consumer delivered and this client has not
+// handed out yet.
+func (mb *mailbox) take(r *reader) []store.Message {
+	r.bufMu.Lock()
+	got := r.buf
+	r.buf = nil
+	r.bufMu.Unlock()
 	var out []store.Message
-	for {
-		batch, err := r.cons.FetchNoWait(256)
+	for _, jm := range got {
+		md, err := jm.Metadata()
 		if err != nil {
-			if cerr := mb.t.s.closedErr(); cerr != nil {
-				return nil, cerr
-			}
-			return nil, fmt.Errorf("receive: %w", err)
+			continue
 		}
-		n := 0
-		for jm := range batch.Messages() {
-			n++
-			md, err := jm.Metadata()
-			if err != nil {
-				continue
-			}
-			seq := md.Sequence.Stream
-			if seq <= r.floor {
-				continue
-			}
-			var m store.Message
-			if err := json.Unmarshal(jm.Data(), &m); err != nil || store.ValidateMessage(&m) != nil {
-				// A message that cannot be read is consumed with the next
-				// ack; it is logged, never handed out.
-				mb.t.s.opts.Logger.Warn("nats store: unreadable message", "team", mb.t.name, "subject", jm.Subject(), "seq", seq)
-				continue
-			}
-			if r.seen[m.ID] {
-				continue
-			}
-			r.seen[m.ID] = true
-			r.pending[m.ID] = jm
-			r.seqOf[m.ID] = seq
-			out = append(out, m)
+		seq := md.Sequence.Stream
+		if seq <= r.floor {
+			continue
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			if cerr := mb.t.s.closedErr(); cerr != nil {
-				return nil, cerr
-			}
-			return nil, fmt.Errorf("receive: %w", err)
+		var m store.Message
+		if err := json.Unmarshal(jm.Data(), &m); err != nil || store.ValidateMessage(&m) != nil {
+			// A message that cannot be read is consumed with the next
+			// ack; it is logged, never handed out.
+			mb.t.s.opts.Logger.Warn("nats store: unreadable message", "team", mb.t.name, "subject", jm.Subject(), "seq", seq)
+			continue
 		}
-		if n < 256 {
-			return out, nil
+		if r.seen[m.ID] {
+			continue
 		}
+		r.seen[m.ID] = true
+		r.pending[m.ID] = jm
+		r.seqOf[m.ID] = seq
+		out = append(out, m)
 	}
+	return out
 }
 
 // Ack acks the message with id and, the consumer acking all, every one
@@ -372,34 +354,31 @@ func (mb *mailbox) Watch(ctx context.Context, member string) (<-chan struct{}, e
 	if err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
 	}
-	return mb.t.s.watchSubject(ctx, mb.subject(name))
+	return mb.t.s.watchSubject(ctx, inboxStream, mb.subject(name))
 }
 
-// watchSubject returns a coalescing wake channel fed by a core
-// subscription to subject, closed when ctx ends or the store closes.
-func (s *Store) watchSubject(ctx context.Context, subject string) (<-chan struct{}, error) {
-	in := make(chan *natsgo.Msg, 64)
-	sub, err := s.nc.ChanSubscribe(subject, in)
+// watchSubject returns a coalescing wake channel fed by an ordered
+// consumer of what stream stores on subject from now on, closed when ctx
+// ends or the store closes. A consumer, not a core subscription: a message
+// reaches it only once stored, so a reader woken finds it.
+func (s *Store) watchSubject(ctx context.Context, stream, subject string) (<-chan struct{}, error) {
+	oc, err := s.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverNewPolicy, HeadersOnly: true,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", subject, err)
 	}
-	if err := s.flush(ctx); err != nil {
-		_ = sub.Unsubscribe()
+	out := make(chan struct{}, 1)
+	cc, err := oc.Consume(func(jetstream.Msg) { wake(out) })
+	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", subject, err)
 	}
-	out := make(chan struct{}, 1)
 	go func() {
 		defer close(out)
-		defer sub.Unsubscribe()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.done:
-				return
-			case <-in:
-				wake(out)
-			}
+		defer cc.Stop()
+		select {
+		case <-ctx.Done():
+		case <-s.done:
 		}
 	}()
 	return out, nil

@@ -80,9 +80,10 @@ type Store struct {
 	readers readers
 	mux     replyMux
 
-	mu     sync.Mutex
-	closed bool
-	done   chan struct{}
+	mu      sync.Mutex
+	closed  bool
+	closers []func()
+	done    chan struct{}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -242,6 +243,9 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	close(s.done)
+	for _, c := range s.closers {
+		c()
+	}
 	s.nc.Close()
 	return nil
 }
@@ -253,6 +257,13 @@ func (s *Store) closedErr() error {
 		return store.ErrClosed
 	}
 	return nil
+}
+
+// onClose runs fn when the store closes.
+func (s *Store) onClose(fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closers = append(s.closers, fn)
 }
 
 // Conn is the store's connection, for tools that add to it (status).
