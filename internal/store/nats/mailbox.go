@@ -119,6 +119,7 @@ func (mb *mailbox) open(ctx context.Context, r *reader, member string) error {
 	}
 	r.cc = cc
 	mb.t.s.onClose(cc.Stop)
+	mb.t.notePresence(ctx, member)
 	return nil
 }
 
