@@ -21,6 +21,9 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/store/file"
+	// The NATS JetStream store registers scheme "nats" (teams on several
+	// machines).
+	_ "github.com/troupe-dev/troupe/internal/store/nats"
 )
 
 // Kind says what went wrong in an assembly error, so the command line can

@@ -468,6 +468,11 @@ func (e *Env) SessionConfig(provider llm.Provider, model string, maxTurns int, f
 		if e.snapshotPath != "" {
 			cfg.AgentCommand = append(cfg.AgentCommand, "--settings-snapshot", e.snapshotPath, "--settings-snapshot-sha256", e.snapshotSum)
 		}
+		if e.opts.Store != "" {
+			// In the environment, not on the command line: the URL may
+			// carry the store's token.
+			cfg.AgentEnv = append(cfg.AgentEnv, "TROUPE_STORE="+e.opts.Store)
+		}
 		pargs, penv := AgentProviderArgs(pf)
 		cfg.AgentCommand = append(cfg.AgentCommand, pargs...)
 		cfg.AgentEnv = append(cfg.AgentEnv, penv...)

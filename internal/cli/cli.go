@@ -64,8 +64,9 @@ type app struct {
 	// terminal itself and shows only what its user may see.
 	rawStdout io.Writer
 
-	workspace string // --workspace
-	stateDir  string // --state-dir (default <workspace>/.troupe, or $TROUPE_HOME)
+	workspace string     // --workspace
+	stateDir  string     // --state-dir (default <workspace>/.troupe, or $TROUPE_HOME)
+	store     storeFlags // --store, --store-token
 
 	// settings are --settings and troupe agent's --settings-snapshot.
 	settings settingsFlags
@@ -153,13 +154,14 @@ func (a *app) rootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.stateDir, "state-dir", "", "state directory (default: <workspace>/.troupe, or $TROUPE_HOME)")
 	root.PersistentFlags().BoolVar(&a.sandbox, "sandbox", false, "run every bash command in a bubblewrap sandbox: the workspace writable, troupe's and the settings' files read-only, credentials hidden, no network (settings: sandbox.enabled)")
 	root.PersistentFlags().StringVar(&a.record, "record", "", "write every model request and response of the run to this cassette (replay it with troupe replay)")
+	a.addStoreFlags(root)
 	a.addRunFlags(root)
 
 	bench := &cobra.Command{Use: "bench", Short: "Measure the runtime itself and print JSON figures"}
 	bench.AddCommand(a.benchTurnCmd(), a.benchStoreCmd(), a.benchTeamCmd())
 	root.AddCommand(bench, a.fakeAPICmd(), a.demoCmd(), a.agentCmd(), a.toolsCmd(), a.hooksCmd(), a.patternsCmd(), a.replayCmd(), a.usageCmd(), a.budgetCmd(), a.resumeCmd())
 	root.AddCommand(a.storeCmds()...)
-	root.AddCommand(a.mcpCmd())
+	root.AddCommand(a.mcpCmd(), a.hubCmd())
 	// --record means something only where troupe talks to a model from a
 	// fresh start: a run (-p or the UI) and the demo.
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {

@@ -58,8 +58,12 @@ func (a *app) openEnv(dir string, warn io.Writer) (*env, error) {
 		return nil, err
 	}
 	flag := a.settingsFlag()
+	storeURL, err := a.storeURL(dir)
+	if err != nil {
+		return nil, err
+	}
 	return assembly.OpenEnv(a.ctx, assembly.Options{
-		Dir: dir, StateDir: stateDir, Warn: warn, Sandbox: a.sandbox, MCPConfig: a.run.claude.mcpConfig, MCPLazy: a.run.claude.mcpStartup == "lazy",
+		Dir: dir, StateDir: stateDir, Store: storeURL, Warn: warn, Sandbox: a.sandbox, MCPConfig: a.run.claude.mcpConfig, MCPLazy: a.run.claude.mcpStartup == "lazy",
 		Settings: assembly.SettingsSource{Flag: flag, Extra: a.run.settingsFiles,
 			Snapshot: a.settings.snapshot, SnapshotSum: a.settings.snapshotSum},
 	})

@@ -19,6 +19,7 @@ import (
 // are what troupe fake-api and the demo serve, not providers.
 var forbiddenInCLI = []string{
 	"github.com/troupe-dev/troupe/internal/store/file",
+	"github.com/troupe-dev/troupe/internal/store/nats",
 	"github.com/troupe-dev/troupe/internal/llm/anthropic",
 	"github.com/troupe-dev/troupe/internal/llm/openai",
 }

@@ -35,6 +35,21 @@ func (a *app) storeCmds() []*cobra.Command {
 // with mustExist, so that looking at an empty workspace leaves no .troupe
 // behind.
 func (a *app) openStore(mustExist bool) (store.Store, error) {
+	ws, err := a.Workspace()
+	if err != nil {
+		return nil, withCode(ExitError, err)
+	}
+	u, err := a.storeURL(ws)
+	if err != nil {
+		return nil, err
+	}
+	if remoteStore(u) {
+		s, err := assembly.OpenStore(a.ctx, u)
+		if err != nil {
+			return nil, withCode(ExitError, err)
+		}
+		return s, nil
+	}
 	dir, err := a.StateDir()
 	if err != nil {
 		return nil, withCode(ExitError, err)
@@ -323,6 +338,9 @@ type teamStatus struct {
 	// Corrupt lists the tasks whose files cannot be read (also counted in
 	// Tasks as "corrupt").
 	Corrupt []store.Corrupt `json:"corrupt,omitempty"`
+	// Presence is where each member's inbox is read and its consumer's lag,
+	// from a store shared by several machines (none for the file store).
+	Presence []store.Presence `json:"presence,omitempty"`
 }
 
 // staleHeartbeat is how old a working or idle member's heartbeat may be
@@ -450,6 +468,11 @@ func (a *app) teamStatusCmd() *cobra.Command {
 			}
 			lead := leadFromJournal(r, events, now)
 			st.Health[store.LeadName], st.LeadModel = orDash(lead.status), lead.model
+			if pr, ok := t.(store.PresenceReporter); ok {
+				if st.Presence, err = pr.Presence(ctx); err != nil {
+					return withCode(ExitError, err)
+				}
+			}
 			if asJSON {
 				return writeJSON(a.stdout, st)
 			}
@@ -475,7 +498,22 @@ func (a *app) teamStatusCmd() *cobra.Command {
 				}
 				rows = append(rows, []string{m.Name, orDash(m.Role), st.Health[m.Name], orDash(m.Model), fmt.Sprint(st.Inbox[m.Name])})
 			}
-			return table(a.stdout, "NAME\tROLE\tSTATUS\tMODEL\tUNREAD", rows)
+			if st.Presence == nil {
+				return table(a.stdout, "NAME\tROLE\tSTATUS\tMODEL\tUNREAD", rows)
+			}
+			where := map[string]store.Presence{}
+			for _, p := range st.Presence {
+				where[p.Member] = p
+			}
+			for i, row := range rows {
+				p := where[row[0]]
+				host := "-"
+				if p.Host != "" {
+					host = fmt.Sprintf("%s:%d", p.Host, p.PID)
+				}
+				rows[i] = append(row, host, fmt.Sprint(p.Lag))
+			}
+			return table(a.stdout, "NAME\tROLE\tSTATUS\tMODEL\tUNREAD\tHOST\tLAG", rows)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"os/exec"
 	"runtime"
@@ -47,6 +48,8 @@ type storeReport struct {
 	DoubleClaims    int     `json:"double_claims"`
 	Unclaimed       int     `json:"unclaimed"`
 
+	// Store is the store measured: "file", or the --store URL (no token).
+	Store     string `json:"store"`
 	Watcher   string `json:"watcher"`
 	GoVersion string `json:"go_version"`
 	CPUs      int    `json:"cpus"`
@@ -56,6 +59,9 @@ type storeBenchParams struct {
 	senders, perSender, wakeSamples, tasks, claimProcs, claimGoroutines int
 	dir                                                                 string
 	poll                                                                bool
+	// store is --store: a store URL to measure instead of a file store in
+	// a temporary directory.
+	store string
 }
 
 // benchStoreCmd is `troupe bench store`.
@@ -66,8 +72,9 @@ func (a *app) benchStoreCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "store",
-		Short: "Measure the file store: wake latency across processes, delivery, claims",
-		Long: `Runs the file store in a temporary state directory with child processes
+		Short: "Measure the store: wake latency across processes, delivery, claims",
+		Long: `Runs the file store in a temporary state directory (or the store --store
+names, such as a troupe hub's nats:// URL) with child processes
 (this binary, hidden subcommand "bench store child"):
   - wake: a receiver process blocks in Receive; this process sends one message
     at a time; the latency is from the start of Send (including its fsync) to
@@ -78,6 +85,13 @@ func (a *app) benchStoreCmd() *cobra.Command {
     try to claim every one of --tasks tasks in random order.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if a.store.url != "" {
+				// --store-token reaches the children through $NATS_TOKEN.
+				if _, err := a.storeURL("."); err != nil {
+					return err
+				}
+				p.store = a.store.url
+			}
 			rep, err := runStoreBench(cmd.Context(), p)
 			if err != nil {
 				return withCode(ExitError, err)
@@ -121,7 +135,12 @@ func (a *app) benchStoreChildCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return storeBenchChild(cmd.Context(), a.stdout, mode, dir, id, n, poll)
+			if a.store.url != "" {
+				if _, err := a.storeURL("."); err != nil {
+					return err
+				}
+			}
+			return storeBenchChild(cmd.Context(), a.stdout, mode, dir, a.store.url, id, n, poll)
 		},
 	}
 	f := cmd.Flags()
@@ -135,8 +154,11 @@ func (a *app) benchStoreChildCmd() *cobra.Command {
 
 const benchTeam = "bench"
 
-func storeBenchChild(ctx context.Context, stdout io.Writer, mode, dir string, id, n int, poll bool) error {
-	s, err := assembly.OpenStore(ctx, "file:"+dir, assembly.StorePollOnly(poll))
+func storeBenchChild(ctx context.Context, stdout io.Writer, mode, dir, storeURL string, id, n int, poll bool) error {
+	if storeURL == "" {
+		storeURL = "file:" + dir
+	}
+	s, err := assembly.OpenStore(ctx, storeURL, assembly.StorePollOnly(poll))
 	if err != nil {
 		return err
 	}
@@ -222,7 +244,7 @@ func runStoreBench(ctx context.Context, p storeBenchParams) (*storeReport, error
 		return nil, withCode(ExitUsage, errors.New("every count must be at least 1"))
 	}
 	dir := p.dir
-	if dir == "" {
+	if dir == "" && p.store == "" {
 		tmp, err := os.MkdirTemp("", "troupe-bench-store-")
 		if err != nil {
 			return nil, err
@@ -230,7 +252,11 @@ func runStoreBench(ctx context.Context, p storeBenchParams) (*storeReport, error
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	s, err := assembly.OpenStore(ctx, "file:"+dir, assembly.StorePollOnly(p.poll))
+	target := "file:" + dir
+	if p.store != "" {
+		target = p.store
+	}
+	s, err := assembly.OpenStore(ctx, target, assembly.StorePollOnly(p.poll))
 	if err != nil {
 		return nil, err
 	}
@@ -255,6 +281,9 @@ func runStoreBench(ctx context.Context, p storeBenchParams) (*storeReport, error
 		if p.poll {
 			args = append(args, "--poll-only")
 		}
+		if p.store != "" {
+			args = append(args, "--store", p.store)
+		}
 		cmd := exec.CommandContext(ctx, exe, args...)
 		cmd.Env = append(os.Environ(), env...)
 		cmd.Stderr = os.Stderr
@@ -271,6 +300,12 @@ func runStoreBench(ctx context.Context, p storeBenchParams) (*storeReport, error
 	}
 	if p.poll {
 		rep.Watcher = "poll"
+	}
+	if p.store != "" {
+		rep.Store = redactStoreURL(p.store)
+		rep.Watcher = "subscription"
+	} else {
+		rep.Store = "file"
 	}
 
 	// 1. Wake latency.
@@ -432,4 +467,19 @@ func storePercentile(sorted []float64, q float64) float64 {
 	}
 	i := int(q*float64(len(sorted)-1) + 0.5)
 	return sorted[i]
+}
+
+// redactStoreURL is u without a token or password.
+func redactStoreURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "?"
+	}
+	p.User = nil
+	q := p.Query()
+	if q.Has("token") {
+		q.Set("token", "REDACTED")
+		p.RawQuery = q.Encode()
+	}
+	return p.String()
 }

@@ -159,6 +159,9 @@ type Settings struct {
 	// told to batch (a number in (0, 1], as text; unset: the runtime's
 	// default).
 	MaxCoordinationShare Value `json:"max_coordination_share"`
+	// Store is "store", the URL of the team store (unset: the file store
+	// in the state directory).
+	Store Value `json:"store"`
 
 	GuardWords []Word `json:"guard_words"`
 	// GuardExempt are workspace-relative globs of files the guard leaves
@@ -262,7 +265,7 @@ type File struct {
 // File.Unknown and named in a warning ("prices" is read by package usage);
 // a package that starts honouring a key of Claude Code's schema ("sandbox",
 // "mcpServers", …) adds it here.
-var UsedKeys = []string{"$schema", "env", "hooks", "model", "permissions", "team", "artifactGuard", "prices", "sandbox", "mcpServers"}
+var UsedKeys = []string{"$schema", "env", "hooks", "model", "permissions", "team", "artifactGuard", "prices", "sandbox", "mcpServers", "store"}
 
 // rawFile is the schema on disk.
 type rawFile struct {
@@ -273,6 +276,9 @@ type rawFile struct {
 	Team          *rawTeam              `json:"team"`
 	ArtifactGuard *rawGuard             `json:"artifactGuard"`
 	Sandbox       *rawSandbox           `json:"sandbox"`
+	// Store is troupe's "store": the URL of the team store (file:DIR, or
+	// nats://host:4222 for a team on several machines).
+	Store string `json:"store"`
 	// MCPServers is kept raw: package mcp reads it, and a bad entry must
 	// not stop the rest of the file loading.
 	MCPServers json.RawMessage `json:"mcpServers"`
@@ -476,6 +482,7 @@ func Merge(files ...*File) *Settings {
 			setValue(&s.DefaultMode, p.DefaultMode, src)
 		}
 		setValue(&s.Model, f.raw.Model, src)
+		setValue(&s.Store, f.raw.Store, src)
 		setValue(&s.LeadModel, f.raw.Model, src)
 		if t := f.raw.Team; t != nil {
 			setValue(&s.DefaultPattern, t.DefaultPattern, src)

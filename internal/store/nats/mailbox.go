@@ -1,0 +1,394 @@
+package nats
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/troupe-dev/troupe/internal/store"
+)
+
+// Each inbox is subject troupe.in.<gen>.<member> of the inbox stream, read
+// through the durable consumer in_<gen>_<member>, which acks all up to a
+// message (AckAll): its ack floor is the reader's durable position.
+
+type mailbox struct{ t *Team }
+
+var _ store.Mailbox = (*mailbox)(nil)
+
+func (mb *mailbox) subject(member string) string  { return inboxPrefix + mb.t.gen + "." + member }
+func (mb *mailbox) consumer(member string) string { return "in_" + mb.t.gen + "_" + token(member) }
+
+// reader is this client's side of one inbox: what it handed out and not yet
+// acked, so that a message is never handed out twice by one client.
+type reader struct {
+	mu   chan struct{} // a lock that a waiting Receive gives up on ctx
+	cons jetstream.Consumer
+	// The consumer delivers into buf as the server pushes (a message
+	// comes only once stored, so a wake is never early) and arrived
+	// wakes a waiting Receive.
+	cc      jetstream.ConsumeContext
+	bufMu   sync.Mutex
+	buf     []jetstream.Msg
+	arrived chan struct{}
+	pending map[string]jetstream.Msg
+	seqOf   map[string]uint64
+	floor   uint64 // acked up to this stream sequence
+	seen    map[string]bool
+}
+
+type readers struct {
+	sync.Mutex
+	m map[string]*reader
+}
+
+func (mb *mailbox) reader(member string) *reader {
+	s := mb.t.s
+	s.readers.Lock()
+	defer s.readers.Unlock()
+	if s.readers.m == nil {
+		s.readers.m = map[string]*reader{}
+	}
+	key := mb.t.gen + "/" + member
+	r := s.readers.m[key]
+	if r == nil {
+		r = &reader{mu: make(chan struct{}, 1), arrived: make(chan struct{}, 1), pending: map[string]jetstream.Msg{}, seqOf: map[string]uint64{}, seen: map[string]bool{}}
+		s.readers.m[key] = r
+	}
+	return r
+}
+
+func (r *reader) lock(ctx context.Context) error {
+	select {
+	case r.mu <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *reader) unlock() { <-r.mu }
+
+// open makes sure the member's consumer exists and, the first time this
+// client reads the inbox, rewinds it to its ack floor: what an earlier
+// reader was handed but never acked is handed out again at once.
+func (mb *mailbox) open(ctx context.Context, r *reader, member string) error {
+	if r.cons != nil {
+		return nil
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       mb.consumer(member),
+		FilterSubject: mb.subject(member),
+		AckPolicy:     jetstream.AckAllPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		// Redelivery is this store's job (after a reader restarts), not
+		// the server's: a reader still holds what it was handed.
+		AckWait:       24 * time.Hour,
+		MaxAckPending: 1 << 20,
+		MaxDeliver:    -1,
+		Replicas:      mb.t.s.opts.Replicas,
+	}
+	cons, err := mb.t.s.inbox.CreateOrUpdateConsumer(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("inbox of %s in team %s: consumer: %w", member, mb.t.name, err)
+	}
+	info, err := mb.t.s.inbox.ResetConsumer(ctx, cfg.Durable)
+	if err != nil {
+		return fmt.Errorf("inbox of %s in team %s: rewind consumer: %w", member, mb.t.name, err)
+	}
+	r.floor = info.AckFloor.Stream
+	r.cons = cons
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		r.bufMu.Lock()
+		r.buf = append(r.buf, m)
+		r.bufMu.Unlock()
+		wake(r.arrived)
+	}, jetstream.PullMaxMessages(256), jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if !errors.Is(err, jetstream.ErrNoHeartbeat) {
+			mb.t.s.opts.Logger.Debug("nats store: inbox consumer", "member", member, "err", err)
+		}
+	}))
+	if err != nil {
+		r.cons = nil
+		return fmt.Errorf("inbox of %s in team %s: consume: %w", member, mb.t.name, err)
+	}
+	r.cc = cc
+	mb.t.s.onClose(cc.Stop)
+	mb.t.notePresence(ctx, member)
+	return nil
+}
+
+func (mb *mailbox) member(ctx context.Context, name string) (string, error) {
+	if err := mb.t.s.closedErr(); err != nil {
+		return "", err
+	}
+	r, err := mb.t.ReadRoster(ctx)
+	if err != nil {
+		return "", err
+	}
+	return store.ResolveMember(&r, name)
+}
+
+// Send validates m and publishes it to its recipient's subject. The id is
+// also the publish's Nats-Msg-Id, so a send retried after a lost answer is
+// stored once.
+func (mb *mailbox) Send(ctx context.Context, m store.Message) (store.Message, error) {
+	if err := mb.t.s.closedErr(); err != nil {
+		return store.Message{}, err
+	}
+	r, err := mb.t.ReadRoster(ctx)
+	if err != nil {
+		return store.Message{}, fmt.Errorf("send: %w", err)
+	}
+	return mb.send(ctx, &r, m)
+}
+
+func (mb *mailbox) send(ctx context.Context, r *store.Roster, m store.Message) (store.Message, error) {
+	to, err := store.ResolveRecipient(r, m.To)
+	if err != nil {
+		return store.Message{}, fmt.Errorf("send: %w", err)
+	}
+	from, err := store.ResolveSender(r, m.From)
+	if err != nil {
+		return store.Message{}, fmt.Errorf("send to %s: %w", to, err)
+	}
+	m.To, m.From = to, from
+	if m.Type == "" {
+		m.Type = store.TypeMessage
+	}
+	if m.ID == "" {
+		m.ID = mb.t.s.opts.NewID()
+	}
+	if m.Timestamp.IsZero() {
+		m.Timestamp = mb.t.s.now()
+	}
+	if err := store.ValidateMessage(&m); err != nil {
+		return store.Message{}, fmt.Errorf("send to %s: %w", to, err)
+	}
+	data, err := json.Marshal(&m)
+	if err != nil {
+		return store.Message{}, fmt.Errorf("send to %s: %w", to, err)
+	}
+	if _, err := mb.t.s.publish(ctx, mb.subject(to), data, mb.t.gen+"/"+to+"/"+m.ID); err != nil {
+		return store.Message{}, fmt.Errorf("send to %s in team %s: %w", to, mb.t.name, err)
+	}
+	return m, nil
+}
+
+func (mb *mailbox) Broadcast(ctx context.Context, m store.Message) ([]store.Message, error) {
+	if err := mb.t.s.closedErr(); err != nil {
+		return nil, err
+	}
+	r, err := mb.t.ReadRoster(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("broadcast: %w", err)
+	}
+	from, err := store.ResolveSender(&r, m.From)
+	if err != nil {
+		return nil, fmt.Errorf("broadcast: %w", err)
+	}
+	if m.Type == "" {
+		m.Type = store.TypeBroadcast
+	}
+	var out []store.Message
+	for _, to := range r.Recipients() {
+		if to == from {
+			continue
+		}
+		c := m
+		c.To, c.ID = to, ""
+		sent, err := mb.send(ctx, &r, c)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, sent)
+	}
+	return out, nil
+}
+
+// Receive hands out what the consumer delivers past what this client was
+// already handed; it waits on a core subscription to the inbox's subject,
+// which every publish reaches, so that nothing polls.
+func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message, error) {
+	name, err := mb.member(context.WithoutCancel(ctx), member)
+	if err != nil {
+		return nil, fmt.Errorf("receive: %w", err)
+	}
+	r := mb.reader(name)
+	if err := r.lock(context.WithoutCancel(ctx)); err != nil {
+		return nil, err
+	}
+	defer r.unlock()
+	for {
+		if err := mb.open(context.WithoutCancel(ctx), r, name); err != nil {
+			return nil, err
+		}
+		if out := mb.take(r); len(out) > 0 {
+			return out, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-mb.t.s.done:
+			return nil, store.ErrClosed
+		case <-r.arrived:
+		}
+	}
+}
+
+// take hands out what the consumer delivered and this client has not
+// handed out yet.
+func (mb *mailbox) take(r *reader) []store.Message {
+	r.bufMu.Lock()
+	got := r.buf
+	r.buf = nil
+	r.bufMu.Unlock()
+	var out []store.Message
+	for _, jm := range got {
+		md, err := jm.Metadata()
+		if err != nil {
+			continue
+		}
+		seq := md.Sequence.Stream
+		if seq <= r.floor {
+			continue
+		}
+		var m store.Message
+		if err := json.Unmarshal(jm.Data(), &m); err != nil || store.ValidateMessage(&m) != nil {
+			// A message that cannot be read is consumed with the next
+			// ack; it is logged, never handed out.
+			mb.t.s.opts.Logger.Warn("nats store: unreadable message", "team", mb.t.name, "subject", jm.Subject(), "seq", seq)
+			continue
+		}
+		if r.seen[m.ID] {
+			continue
+		}
+		r.seen[m.ID] = true
+		r.pending[m.ID] = jm
+		r.seqOf[m.ID] = seq
+		out = append(out, m)
+	}
+	return out
+}
+
+// Ack acks the message with id and, the consumer acking all, every one
+// before it, and waits for the server to confirm.
+func (mb *mailbox) Ack(ctx context.Context, member, id string) error {
+	name, err := mb.member(ctx, member)
+	if err != nil {
+		return fmt.Errorf("ack: %w", err)
+	}
+	r := mb.reader(name)
+	if err := r.lock(ctx); err != nil {
+		return err
+	}
+	defer r.unlock()
+	jm, ok := r.pending[id]
+	if !ok {
+		if r.seen[id] {
+			return nil // acked already, with a later one
+		}
+		return fmt.Errorf("ack %s for %s: %w", id, name, store.ErrNotReceived)
+	}
+	if err := jm.DoubleAck(ctx); err != nil {
+		return fmt.Errorf("ack %s for %s in team %s: %w", id, name, mb.t.name, err)
+	}
+	seq := r.seqOf[id]
+	if seq > r.floor {
+		r.floor = seq
+	}
+	for k, s := range r.seqOf {
+		if s <= seq {
+			delete(r.pending, k)
+			delete(r.seqOf, k)
+		}
+	}
+	return nil
+}
+
+// Peek reads the inbox's subject past the consumer's ack floor.
+func (mb *mailbox) Peek(ctx context.Context, member string) ([]store.Message, error) {
+	name, err := mb.member(ctx, member)
+	if err != nil {
+		return nil, fmt.Errorf("peek: %w", err)
+	}
+	var floor uint64
+	info, err := mb.t.s.inbox.Consumer(ctx, mb.consumer(name))
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("peek %s: %w", name, err)
+	default:
+		floor = info.CachedInfo().AckFloor.Stream
+	}
+	msgs, err := mb.t.s.readSubject(ctx, inboxStream, mb.subject(name), floor+1)
+	if err != nil {
+		return nil, fmt.Errorf("peek %s: %w", name, err)
+	}
+	out := []store.Message{}
+	seen := map[string]bool{}
+	for _, rm := range msgs {
+		var m store.Message
+		if json.Unmarshal(rm.Data, &m) != nil || store.ValidateMessage(&m) != nil || seen[m.ID] {
+			continue
+		}
+		seen[m.ID] = true
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// Watch wakes on every message sent to member, from a core subscription to
+// the inbox's subject.
+func (mb *mailbox) Watch(ctx context.Context, member string) (<-chan struct{}, error) {
+	// The member is checked even when ctx has ended: a bad name is an
+	// error, not an empty watch.
+	name, err := mb.member(context.WithoutCancel(ctx), member)
+	if err != nil {
+		return nil, fmt.Errorf("watch: %w", err)
+	}
+	return mb.t.s.watchSubject(ctx, inboxStream, mb.subject(name))
+}
+
+// watchSubject returns a coalescing wake channel fed by an ordered
+// consumer of what stream stores on subject from now on, closed when ctx
+// ends or the store closes. A consumer, not a core subscription: a message
+// reaches it only once stored, so a reader woken finds it.
+func (s *Store) watchSubject(ctx context.Context, stream, subject string) (<-chan struct{}, error) {
+	oc, err := s.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverNewPolicy, HeadersOnly: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", subject, err)
+	}
+	out := make(chan struct{}, 1)
+	cc, err := oc.Consume(func(jetstream.Msg) { wake(out) })
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", subject, err)
+	}
+	go func() {
+		defer close(out)
+		defer cc.Stop()
+		select {
+		case <-ctx.Done():
+		case <-s.done:
+		}
+	}()
+	return out, nil
+}
+
+// flush waits until the server has seen everything sent so far (a new
+// subscription included).
+func (s *Store) flush(ctx context.Context) error {
+	fctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return s.nc.FlushWithContext(fctx)
+}
