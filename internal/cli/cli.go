@@ -157,7 +157,7 @@ func (a *app) rootCmd() *cobra.Command {
 
 	bench := &cobra.Command{Use: "bench", Short: "Measure the runtime itself and print JSON figures"}
 	bench.AddCommand(a.benchTurnCmd(), a.benchStoreCmd(), a.benchTeamCmd())
-	root.AddCommand(bench, a.fakeAPICmd(), a.demoCmd(), a.agentCmd(), a.toolsCmd(), a.hooksCmd(), a.patternsCmd(), a.replayCmd(), a.usageCmd(), a.budgetCmd(), a.resumeCmd())
+	root.AddCommand(bench, a.fakeAPICmd(), a.demoCmd(), a.agentCmd(), a.toolsCmd(), a.hooksCmd(), a.patternsCmd(), a.replayCmd(), a.usageCmd(), a.budgetCmd(), a.resumeCmd(), a.webCmd())
 	root.AddCommand(a.storeCmds()...)
 	root.AddCommand(a.mcpCmd())
 	// --record means something only where troupe talks to a model from a

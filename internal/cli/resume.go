@@ -44,6 +44,7 @@ func (a *app) resumeCmd() *cobra.Command {
 		tf         teamFlags
 		pf         providerFlags
 		cf         claudeFlags
+		wf         webFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "resume TEAM",
@@ -93,7 +94,13 @@ scripted model.`,
 			if err != nil {
 				return withCode(ExitUsage, err)
 			}
+			stopWeb, err := a.webBeside(wf, e.Store, sess, nil, dir)
+			if err != nil {
+				sess.Close()
+				return err
+			}
 			res, runErr := sess.Resume(a.ctx, args[0])
+			stopWeb()
 			closeErr := sess.Close()
 			if provider.close != nil {
 				provider.close()
@@ -117,6 +124,7 @@ scripted model.`,
 	cmd.Flags().IntVar(&maxRetries, "max-retries", 5, "retries of a failed model call")
 	tf.add(cmd.Flags())
 	pf.add(cmd.Flags())
+	wf.add(cmd.Flags(), true)
 	cmd.Flags().BoolVar(&cf.skipPermissions, "dangerously-skip-permissions", false, "run the lead in bypassPermissions mode (teammates keep the mode their roster entry records)")
 	return cmd
 }

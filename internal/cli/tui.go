@@ -128,6 +128,12 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 			}
 		}
 	})
+	stopWeb, err := a.webBeside(f.web, e.Store, sess, func(string) map[string]bool { return runningSet(it.Running()) }, dir)
+	if err != nil {
+		sess.Close()
+		return err
+	}
+	defer stopWeb()
 	model := tui.New(tui.Options{Controller: &sessionCtl{it: it, sess: sess, lead: asker}, Commands: tuiCommands(e.Skills), Expand: e.Skills.Expand, PermissionMode: sess.PermissionMode()})
 	err = a.play(model, in, out, q, func(ctx context.Context) { _ = it.Run(ctx) })
 	sess.EndHooks("prompt_input_exit")
