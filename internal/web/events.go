@@ -105,7 +105,7 @@ func (s *Server) renderUpdate(ctx context.Context, h *hub, p page, q url.Values,
 	}
 	switch q.Get("view") {
 	case "overview":
-		d := s.teamData(p, v, gone)
+		d := s.teamData(p, v, h.depsLocked(), gone)
 		for _, id := range []string{"counts", "pending", "roster", "board", "usage"} {
 			u.Frags[id] = s.pages.fragment(id, d)
 		}

@@ -30,6 +30,9 @@ type hub struct {
 	// change: how stale that change was when it was sent.
 	oldest time.Time
 	gone   bool // the team was deleted or archived while watched
+	// deps are every dependency the board ever had (blocker, blocked):
+	// the store forgets one when its blocker completes, the graph keeps it.
+	deps map[[2]string]bool
 	subs   map[chan struct{}]struct{}
 	cache  map[string][]byte // rendered updates of this version, by query
 }
@@ -37,7 +40,7 @@ type hub struct {
 func newHub(s *Server, r teamRef, t store.Team) *hub {
 	return &hub{s: s, ref: r, t: t, ready: make(chan struct{}),
 		view: teamview.New(teamview.Options{Prices: s.cfg.Prices, Driverless: true}),
-		subs: map[chan struct{}]struct{}{}, cache: map[string][]byte{}}
+		subs: map[chan struct{}]struct{}{}, cache: map[string][]byte{}, deps: map[[2]string]bool{}}
 }
 
 // run loads the team and follows it until ctx ends or the team goes.
@@ -131,6 +134,15 @@ func (h *hub) refresh(ctx context.Context) error {
 			oldest = env.TS
 		}
 		h.view.Apply(env.TS, env)
+		h.noteDeps(env.Event)
+	}
+	for _, t := range b.Tasks {
+		for _, x := range t.BlockedBy {
+			h.deps[[2]string{x, t.ID}] = true
+		}
+		for _, x := range t.Blocks {
+			h.deps[[2]string{t.ID, x}] = true
+		}
 	}
 	h.view.Apply(time.Time{}, teamview.Snapshot{Roster: &r, Tasks: b.Tasks, Corrupt: b.Corrupt, Running: running})
 	h.cursor = next
@@ -173,6 +185,29 @@ func (h *hub) read(fn func(v *teamview.View, version int, gone bool)) {
 	defer h.mu.Unlock()
 	fn(h.view, h.version, h.gone)
 }
+
+// noteDeps keeps the dependencies a journal event names.
+func (h *hub) noteDeps(ev teamevent.Event) {
+	var task string
+	var after, before []string
+	switch e := ev.(type) {
+	case teamevent.TaskCreate:
+		task, after = e.Task, e.BlockedBy
+	case teamevent.TaskUpdate:
+		task, after, before = e.Task, e.AddBlockedBy, e.AddBlocks
+	case teamevent.TaskComplete:
+		task, after, before = e.Task, e.AddBlockedBy, e.AddBlocks
+	}
+	for _, b := range after {
+		h.deps[[2]string{b, task}] = true
+	}
+	for _, b := range before {
+		h.deps[[2]string{task, b}] = true
+	}
+}
+
+// depsLocked returns the dependencies seen; the caller holds h.mu.
+func (h *hub) depsLocked() map[[2]string]bool { return h.deps }
 
 // cached returns the rendered update for query at the current version,
 // rendering it once, with that version and whether the team is gone.

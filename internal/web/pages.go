@@ -131,7 +131,19 @@ func (s *Server) teams(w http.ResponseWriter, r *http.Request) {
 
 type column struct {
 	Status, Title string
-	Tasks         []store.Task
+	Tasks         []card
+}
+
+// card is a task on the board with the tasks it waited for that no longer
+// block it (BlockedBy holds those that still do).
+type card struct {
+	store.Task
+	After []dep
+}
+
+type dep struct {
+	ID   string
+	Done bool
 }
 
 // teamPage is the overview: counts, pending requests, roster, board,
@@ -151,7 +163,7 @@ type teamPage struct {
 	UsageRows []usageRow
 }
 
-func (s *Server) teamData(p page, v *teamview.View, gone bool) teamPage {
+func (s *Server) teamData(p page, v *teamview.View, deps map[[2]string]bool, gone bool) teamPage {
 	d := teamPage{page: p, Gone: gone, State: v.State(), Counts: v.Counts(), Roster: v.Roster()}
 	for _, pr := range v.Pending(false) {
 		if pr.Kind == teamevent.ProtocolPlanRequest || pr.Kind == teamevent.ProtocolPermission {
@@ -166,10 +178,18 @@ func (s *Server) teamData(p page, v *teamview.View, gone bool) teamPage {
 	b := v.Board()
 	d.Corrupt = b.Corrupt
 	for _, c := range []column{{Status: store.TaskPending, Title: "pending"}, {Status: store.TaskInProgress, Title: "in progress"}, {Status: store.TaskCompleted, Title: "completed"}} {
-		c.Tasks = b.Column(c.Status)
+		for _, t := range b.Column(c.Status) {
+			cd := card{Task: t}
+			for _, x := range b.Tasks {
+				if deps[[2]string{x.ID, t.ID}] && !slices.Contains(t.BlockedBy, x.ID) {
+					cd.After = append(cd.After, dep{ID: x.ID, Done: x.Status == store.TaskCompleted})
+				}
+			}
+			c.Tasks = append(c.Tasks, cd)
+		}
 		d.Columns = append(d.Columns, c)
 	}
-	d.Graph = depGraph(b.Tasks)
+	d.Graph = depGraph(b.Tasks, deps)
 	order := make([]string, 0, len(d.Roster))
 	for _, m := range d.Roster {
 		order = append(order, m.Name)
@@ -187,7 +207,7 @@ func (s *Server) team(w http.ResponseWriter, r *http.Request, ref teamRef) {
 	p := s.pageFor(r, ref.Name, &ref)
 	p.Stream = ref.Path() + "/events?view=overview"
 	var d teamPage
-	h.read(func(v *teamview.View, _ int, gone bool) { d = s.teamData(p, v, gone) })
+	h.read(func(v *teamview.View, _ int, gone bool) { d = s.teamData(p, v, h.depsLocked(), gone) })
 	_ = s.pages.render(w, "team", d)
 }
 

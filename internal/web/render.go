@@ -125,24 +125,17 @@ func renderMarkdown(src string) template.HTML {
 // depGraph draws the tasks as boxes in columns by depth (a task sits right
 // of everything that blocks it) with an arrow from each blocker, coloured
 // by status. Nil when no task depends on another.
-func depGraph(tasks []store.Task) template.HTML {
+func depGraph(tasks []store.Task, deps map[[2]string]bool) template.HTML {
 	byID := map[string]store.Task{}
-	any := false
 	for _, t := range tasks {
 		byID[t.ID] = t
 	}
-	// Completed tasks leave BlockedBy: their Blocks still name the edge.
 	edges := map[[2]string]bool{}
-	for _, t := range tasks {
-		for _, b := range t.BlockedBy {
-			if _, ok := byID[b]; ok {
-				edges[[2]string{b, t.ID}] = true
-			}
-		}
-		for _, d := range t.Blocks {
-			if _, ok := byID[d]; ok {
-				edges[[2]string{t.ID, d}] = true
-			}
+	for e := range deps {
+		_, a := byID[e[0]]
+		_, b := byID[e[1]]
+		if a && b {
+			edges[e] = true
 		}
 	}
 	if len(edges) == 0 {
@@ -151,10 +144,6 @@ func depGraph(tasks []store.Task) template.HTML {
 	into := map[string][]string{}
 	for e := range edges {
 		into[e[1]] = append(into[e[1]], e[0])
-		any = true
-	}
-	if !any {
-		return ""
 	}
 	depth := map[string]int{}
 	var depthOf func(id string, seen map[string]bool) int

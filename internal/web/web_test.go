@@ -512,3 +512,31 @@ func TestLive(t *testing.T) {
 		}
 	}
 }
+
+// TestBoardAndUsage: the board shows the dependency as a link and an
+// arrow, and the usage chart splits coordination from work per member.
+func TestBoardAndUsage(t *testing.T) {
+	f := newFixture(t)
+	f.journal(t, "team-lead", teamevent.Usage{AgentName: "team-lead", InputTokens: 1000, OutputTokens: 200, Model: "m1", Kind: teamevent.UsageCoordination})
+	f.journal(t, "dev", teamevent.Usage{AgentName: "dev", InputTokens: 3000, OutputTokens: 500, Model: "m1", Kind: teamevent.UsageWork})
+	_, ts := serve(t, f, web.Config{})
+	_, body, _ := get(t, ts.Client(), ts.URL+"/t/demo-team")
+	for _, want := range []string{
+		`<div class="deps blocked">blocked by <a href="#task-1">#1</a>`,
+		`<svg class="chart deps-graph"`,
+		`marker-end="url(#arrow)"`,
+		`<svg class="chart usage-chart"`,
+		`<title>dev</title>`,
+		`<td class="num">1.2k</td><td class="num">0</td>`, // the lead: coordination only
+		`<td class="num">0</td><td class="num">3.5k</td>`, // dev: work only
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the overview lacks %q", want)
+		}
+	}
+	// The timeline filters by member and type.
+	_, body, _ = get(t, ts.Client(), ts.URL+"/t/demo-team/timeline?member=dev&type=protocol")
+	if n := strings.Count(body, `<tr class="t-`); n != 1 || !strings.Contains(body, `<tr class="t-protocol">`) {
+		t.Errorf("timeline member=dev type=protocol: %d rows\n%s", n, body)
+	}
+}
