@@ -32,9 +32,9 @@ type hub struct {
 	gone   bool // the team was deleted or archived while watched
 	// deps are every dependency the board ever had (blocker, blocked):
 	// the store forgets one when its blocker completes, the graph keeps it.
-	deps map[[2]string]bool
-	subs   map[chan struct{}]struct{}
-	cache  map[string][]byte // rendered updates of this version, by query
+	deps  map[[2]string]bool
+	subs  map[chan struct{}]struct{}
+	cache map[string][]byte // rendered updates of this version, by query
 }
 
 func newHub(s *Server, r teamRef, t store.Team) *hub {
