@@ -61,6 +61,9 @@ scripted model.`,
 			if err := cf.resolveMode(&tf); err != nil {
 				return err
 			}
+			if err := wf.checkBeside(); err != nil {
+				return err
+			}
 			dir, err := a.Workspace()
 			if err != nil {
 				return withCode(ExitUsage, err)

@@ -128,6 +128,9 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 	if err := f.check(true); err != nil {
 		return err
 	}
+	if err := f.web.checkBeside(); err != nil {
+		return err
+	}
 	if err := a.canRecord(f.team.teammateMode); err != nil {
 		return err
 	}

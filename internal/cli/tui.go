@@ -48,6 +48,9 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 	if err := f.check(false); err != nil {
 		return err
 	}
+	if err := f.web.checkBeside(); err != nil {
+		return err
+	}
 	if f.continueLatest || f.resume != "" {
 		return withCode(ExitUsage, errors.New("--continue and --resume work with a headless run (-p) for now; in the terminal UI, use troupe resume TEAM"))
 	}

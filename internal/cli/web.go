@@ -169,13 +169,22 @@ func (s sessionActor) Send(ctx context.Context, t store.Team, to, text string) e
 	return s.sess.SendAsHuman(ctx, to, text)
 }
 
+// checkBeside refuses dashboard flags without --web, before anything
+// starts.
+func (f webFlags) checkBeside() error {
+	if f.addr == "" && (f.actions || f.token != "") {
+		return withCode(ExitUsage, errors.New("--web-actions and --web-token go with --web ADDR"))
+	}
+	return nil
+}
+
 // webBeside starts the dashboard beside a run when --web was given; the
 // returned stop is safe to call when it was not.
 func (a *app) webBeside(f webFlags, st store.Store, sess *team.Session, running func(string) map[string]bool, workspace string) (func(), error) {
+	if err := f.checkBeside(); err != nil {
+		return nil, err
+	}
 	if f.addr == "" {
-		if f.actions || f.token != "" {
-			return nil, withCode(ExitUsage, errors.New("--web-actions and --web-token go with --web ADDR"))
-		}
 		return func() {}, nil
 	}
 	stop, err := a.startWeb(a.ctx, f, st, sessionActor{sess: sess}, running, workspace)
