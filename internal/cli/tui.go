@@ -317,6 +317,12 @@ func (a *app) demoTUI(latency time.Duration, mode string) (ok bool, err error) {
 	if err != nil {
 		return true, withCode(ExitUsage, err)
 	}
+	stopWeb, err := a.webBeside(a.demoWeb, d.env.Store, sess, nil, d.dir)
+	if err != nil {
+		sess.Close()
+		return true, err
+	}
+	defer stopWeb()
 	var runErr error
 	err = a.play(tui.New(tui.Options{Demo: true, PermissionMode: sess.PermissionMode()}), in, out, q, func(ctx context.Context) {
 		q.push(tui.PromptMsg(demoGoal))

@@ -83,6 +83,9 @@ func (h *hub) run(ctx context.Context) {
 				return
 			}
 		}
+		if h.ended() {
+			return
+		}
 		if err := h.refresh(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
@@ -135,6 +138,11 @@ func (h *hub) refresh(ctx context.Context) error {
 		}
 		h.view.Apply(env.TS, env)
 		h.noteDeps(env.Event)
+		if _, ok := env.Event.(teamevent.TeamDelete); ok && !h.ref.Archive {
+			// The team wing journals the deletion, then archives the
+			// team: no later change of the store will say so.
+			h.gone = true
+		}
 	}
 	for _, t := range b.Tasks {
 		for _, x := range t.BlockedBy {
@@ -184,6 +192,13 @@ func (h *hub) read(fn func(v *teamview.View, version int, gone bool)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	fn(h.view, h.version, h.gone)
+}
+
+// ended reports whether the team went away while followed.
+func (h *hub) ended() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gone
 }
 
 // noteDeps keeps the dependencies a journal event names.

@@ -206,6 +206,12 @@ func (s *Server) open(ctx context.Context, r teamRef) (store.Team, error) {
 func (s *Server) hub(ctx context.Context, r teamRef) (*hub, error) {
 	s.mu.Lock()
 	h, ok := s.hubs[r.key()]
+	if ok && h.ended() {
+		// The team it followed is gone; a team of that name now is
+		// another one.
+		delete(s.hubs, r.key())
+		ok = false
+	}
 	s.mu.Unlock()
 	if ok {
 		select {

@@ -540,3 +540,51 @@ func TestBoardAndUsage(t *testing.T) {
 		t.Errorf("timeline member=dev type=protocol: %d rows\n%s", n, body)
 	}
 }
+
+// TestTeamEndsAndComesBack: a team archived while watched ends its
+// streams (the page says so), and a new team of the same name is shown
+// afresh, not the old one.
+func TestTeamEndsAndComesBack(t *testing.T) {
+	f := newFixture(t)
+	_, ts := serve(t, f, web.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/t/demo-team/events?view=overview", nil)
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	if _, err := readUpdate(r); err != nil {
+		t.Fatal(err)
+	}
+	// As the team wing does: the deletion is journaled, then the team
+	// archived.
+	f.journal(t, "team-lead", teamevent.TeamDelete{})
+	if _, err := f.st.ArchiveTeam(ctx, "demo-team"); err != nil {
+		t.Fatal(err)
+	}
+	var last update
+	for {
+		u, err := readUpdate(r)
+		if err != nil {
+			break // the stream ended with the team
+		}
+		last = u
+	}
+	if !strings.Contains(last.Frags["counts"], "team ended") {
+		t.Errorf("last update before the stream ended: %q", last.Frags["counts"])
+	}
+	if _, err := f.st.CreateTeam(ctx, store.Roster{Name: "demo-team", Description: "the second one"}); err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := get(t, ts.Client(), ts.URL+"/t/demo-team")
+	if strings.Contains(body, "team ended") || strings.Contains(body, `data-member="dev"`) {
+		t.Errorf("the new team is shown as the old one:\n%s", body)
+	}
+	_, body, _ = get(t, ts.Client(), ts.URL+"/")
+	if !strings.Contains(body, `href="/a/demo-team-`) {
+		t.Errorf("the archive is not listed:\n%s", body)
+	}
+}
