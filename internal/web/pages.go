@@ -205,7 +205,9 @@ func (s *Server) team(w http.ResponseWriter, r *http.Request, ref teamRef) {
 		return
 	}
 	p := s.pageFor(r, ref.Name, &ref)
-	p.Stream = ref.Path() + "/events?view=overview"
+	if !ref.Archive { // an archive does not change
+		p.Stream = ref.Path() + "/events?view=overview"
+	}
 	var d teamPage
 	h.read(func(v *teamview.View, _ int, gone bool) { d = s.teamData(p, v, h.depsLocked(), gone) })
 	_ = s.pages.render(w, "team", d)
@@ -251,7 +253,9 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request, ref teamRef) {
 	}
 	p := s.pageFor(r, ref.Name+" timeline", &ref)
 	q := timelineQuery(r.URL.Query())
-	p.Stream = ref.Path() + "/events?" + q.Encode()
+	if !ref.Archive { // an archive does not change
+		p.Stream = ref.Path() + "/events?" + q.Encode()
+	}
 	var d timelinePage
 	h.read(func(v *teamview.View, _ int, _ bool) { d = s.timelineData(p, v, q) })
 	_ = s.pages.render(w, "timeline", d)
@@ -402,7 +406,9 @@ func (s *Server) transcript(w http.ResponseWriter, r *http.Request, ref teamRef)
 		return
 	}
 	p := s.pageFor(r, ref.Name+" "+member, &ref)
-	p.Stream = ref.Path() + "/events?" + url.Values{"view": {"transcript"}, "member": {member}}.Encode()
+	if !ref.Archive { // an archive does not change
+		p.Stream = ref.Path() + "/events?" + url.Values{"view": {"transcript"}, "member": {member}}.Encode()
+	}
 	d, err := s.transcriptData(r.Context(), p, h.t, member)
 	if err != nil {
 		s.fail(w, err)
