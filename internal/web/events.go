@@ -2,8 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,15 +10,11 @@ import (
 	"github.com/troupe-dev/troupe/internal/teamview"
 )
 
-// update is one server-sent event: the version of the team's view, the
-// time of the oldest journal event it folds in (Unix nanoseconds, 0 for
-// none: how late the update is), and the page's sections rendered anew.
-type update struct {
-	V     int               `json:"v"`
-	TS    int64             `json:"ts"`
-	Gone  bool              `json:"gone,omitempty"`
-	Frags map[string]string `json:"frags"`
-}
+// An update is one server-sent event: {"v": the version of the team's
+// view, "ts": the time of the oldest journal event it folds in (Unix
+// nanoseconds, 0 for none: how late the update is), "gone": the team
+// ended, "frags": {element id: its HTML}} with only the sections that
+// changed since what this client was last sent.
 
 // keepAlive is how often an idle stream gets a comment, so proxies and
 // the browser keep it open.
@@ -69,15 +63,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ref teamRef) {
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	sent := -1
+	have := map[string]int{} // fragment id -> the revision this client has
 	for {
-		msg, version, gone := h.cached(key, func(v *teamview.View, ver int, oldest time.Time, g bool) []byte {
-			return s.renderUpdate(s.ctx, h, p, q, v, ver, oldest, g)
+		r0, version, gone := h.cached(key, func(v *teamview.View, ver int, oldest time.Time, g bool) map[string]string {
+			return s.renderFrags(s.ctx, h, p, q, v, g)
 		})
 		if version != sent {
-			if _, err := w.Write(msg); err != nil {
-				return
+			if msg := r0.message(have); msg != nil {
+				if _, err := w.Write(msg); err != nil {
+					return
+				}
+				fl.Flush()
 			}
-			fl.Flush()
 			sent = version
 		}
 		if gone {
@@ -96,29 +93,53 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ref teamRef) {
 	}
 }
 
-// renderUpdate renders one page's sections as an SSE message. It runs
-// under the hub's lock, once per version and query.
-func (s *Server) renderUpdate(ctx context.Context, h *hub, p page, q url.Values, v *teamview.View, version int, oldest time.Time, gone bool) []byte {
-	u := update{V: version, Gone: gone, Frags: map[string]string{}}
-	if !oldest.IsZero() {
-		u.TS = oldest.UnixNano()
+// message is the SSE message that brings a client holding the fragment
+// revisions have up to this version (and notes what it then holds); nil
+// when nothing it shows changed.
+func (r *rendered) message(have map[string]int) []byte {
+	var b []byte
+	b = fmt.Appendf(b, "id: %d\nevent: update\ndata: {\"v\":%d,\"ts\":%d", r.version, r.version, r.ts)
+	if r.gone {
+		b = append(b, `,"gone":true`...)
 	}
+	b = append(b, `,"frags":{`...)
+	n := 0
+	for _, f := range r.frags {
+		if rev, ok := have[f.id]; ok && rev == f.rev {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, f.json...)
+		have[f.id] = f.rev
+		n++
+	}
+	if n == 0 && !r.gone {
+		return nil
+	}
+	return append(b, "}}\n\n"...)
+}
+
+// renderFrags renders one page's sections, by element id. It runs under
+// the hub's lock, once per version and query.
+func (s *Server) renderFrags(ctx context.Context, h *hub, p page, q url.Values, v *teamview.View, gone bool) map[string]string {
+	frags := map[string]string{}
 	switch q.Get("view") {
 	case "overview":
 		d := s.teamData(p, v, h.depsLocked(), gone)
 		for _, id := range []string{"counts", "pending", "roster", "board", "usage"} {
-			u.Frags[id] = s.pages.fragment(id, d)
+			frags[id] = s.pages.fragment(id, d)
 		}
 	case "timeline":
-		u.Frags["timeline"] = s.pages.fragment("entries", s.timelineData(p, v, q))
+		frags["timeline"] = s.pages.fragment("entries", s.timelineData(p, v, q))
 	case "transcript":
 		d, err := s.transcriptData(ctx, p, h.t, q.Get("member"))
-		if err != nil && !errors.Is(err, context.Canceled) {
-			u.Frags["transcript"] = `<p class="error">` + escape(err.Error()) + `</p>`
+		if err != nil {
+			frags["transcript"] = `<p class="error">` + escape(err.Error()) + `</p>`
 		} else {
-			u.Frags["transcript"] = s.pages.fragment("items", d)
+			frags["transcript"] = s.pages.fragment("items", d)
 		}
 	}
-	b, _ := json.Marshal(u)
-	return fmt.Appendf(nil, "id: %d\nevent: update\ndata: %s\n\n", version, b)
+	return frags
 }

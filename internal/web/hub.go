@@ -2,6 +2,8 @@ package web
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,13 +36,14 @@ type hub struct {
 	// the store forgets one when its blocker completes, the graph keeps it.
 	deps  map[[2]string]bool
 	subs  map[chan struct{}]struct{}
-	cache map[string][]byte // rendered updates of this version, by query
+	cache map[string]*rendered // this version's sections, by query
+	last  map[string]map[string]lastFrag
 }
 
 func newHub(s *Server, r teamRef, t store.Team) *hub {
 	return &hub{s: s, ref: r, t: t, ready: make(chan struct{}),
 		view: teamview.New(teamview.Options{Prices: s.cfg.Prices, Driverless: true}),
-		subs: map[chan struct{}]struct{}{}, cache: map[string][]byte{}, deps: map[[2]string]bool{}}
+		subs: map[chan struct{}]struct{}{}, cache: map[string]*rendered{}, last: map[string]map[string]lastFrag{}, deps: map[[2]string]bool{}}
 }
 
 // run loads the team and follows it until ctx ends or the team goes.
@@ -94,7 +97,7 @@ func (h *hub) run(ctx context.Context) {
 				h.mu.Lock()
 				h.gone = true
 				h.version++
-				h.cache = map[string][]byte{}
+				h.cache = map[string]*rendered{}
 				h.mu.Unlock()
 				h.wake()
 				return
@@ -156,7 +159,7 @@ func (h *hub) refresh(ctx context.Context) error {
 	h.cursor = next
 	h.version++
 	h.oldest = oldest
-	h.cache = map[string][]byte{}
+	h.cache = map[string]*rendered{}
 	h.mu.Unlock()
 	h.wake()
 	return nil
@@ -224,15 +227,63 @@ func (h *hub) noteDeps(ev teamevent.Event) {
 // depsLocked returns the dependencies seen; the caller holds h.mu.
 func (h *hub) depsLocked() map[[2]string]bool { return h.deps }
 
-// cached returns the rendered update for query at the current version,
-// rendering it once, with that version and whether the team is gone.
-func (h *hub) cached(query string, render func(v *teamview.View, version int, oldest time.Time, gone bool) []byte) ([]byte, int, bool) {
+// rendered is one version of a page's sections, each with its revision:
+// a section keeps its revision while its HTML stays the same, so a client
+// is sent only the sections that changed.
+type rendered struct {
+	version int
+	ts      int64
+	gone    bool
+	frags   []frag
+}
+
+type frag struct {
+	id   string
+	rev  int
+	json []byte // "id":"html", ready to go in an update
+}
+
+// cached returns the rendered sections of query at the current version,
+// rendering them once per version, with the version and whether the
+// team is gone.
+func (h *hub) cached(query string, render func(v *teamview.View, version int, oldest time.Time, gone bool) map[string]string) (*rendered, int, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	b, ok := h.cache[query]
-	if !ok {
-		b = render(h.view, h.version, h.oldest, h.gone)
-		h.cache[query] = b
+	if r, ok := h.cache[query]; ok {
+		return r, h.version, h.gone
 	}
-	return b, h.version, h.gone
+	html := render(h.view, h.version, h.oldest, h.gone)
+	prev := h.last[query]
+	r := &rendered{version: h.version, gone: h.gone}
+	if !h.oldest.IsZero() {
+		r.ts = h.oldest.UnixNano()
+	}
+	ids := make([]string, 0, len(html))
+	for id := range html {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	last := map[string]frag{}
+	for _, id := range ids {
+		f, ok := prev[id]
+		if !ok || f.html != html[id] {
+			k, _ := json.Marshal(id)
+			v, _ := json.Marshal(html[id])
+			f = lastFrag{frag: frag{id: id, rev: f.rev + 1, json: append(append(k, ':'), v...)}, html: html[id]}
+		}
+		r.frags = append(r.frags, f.frag)
+		last[id] = f.frag
+		if h.last[query] == nil {
+			h.last[query] = map[string]lastFrag{}
+		}
+		h.last[query][id] = f
+	}
+	h.cache[query] = r
+	return r, h.version, h.gone
+}
+
+// lastFrag is a section as last rendered for a query.
+type lastFrag struct {
+	frag
+	html string
 }
