@@ -15,7 +15,11 @@ import (
 	"time"
 
 	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
+	"github.com/yuin/goldmark/parser"
+	"github.com/yuin/goldmark/text"
+	"github.com/yuin/goldmark/util"
 
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/teamevent"
@@ -110,7 +114,34 @@ func kindName(k string) string {
 // markdown renders model text. Raw HTML in it is dropped (goldmark's
 // default, never WithUnsafe) and so are links to dangerous schemes
 // (javascript:, vbscript:, file:, data: other than images).
-var markdown = goldmark.New(goldmark.WithExtensions(extension.GFM))
+var markdown = goldmark.New(goldmark.WithExtensions(extension.GFM),
+	goldmark.WithParserOptions(parser.WithASTTransformers(util.Prioritized(imagesAsLinks{}, 100))))
+
+// imagesAsLinks turns the model's images into links to them: a page shows
+// no image a model chose, which could fetch anything or track a reader.
+type imagesAsLinks struct{}
+
+func (imagesAsLinks) Transform(doc *ast.Document, _ text.Reader, _ parser.Context) {
+	var images []*ast.Image
+	_ = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		if img, ok := n.(*ast.Image); ok && entering {
+			images = append(images, img)
+		}
+		return ast.WalkContinue, nil
+	})
+	for _, img := range images {
+		link := ast.NewLink()
+		link.Destination, link.Title = img.Destination, img.Title
+		for c := img.FirstChild(); c != nil; {
+			next := c.NextSibling()
+			link.AppendChild(link, c)
+			c = next
+		}
+		if parent := img.Parent(); parent != nil {
+			parent.ReplaceChild(parent, img, link)
+		}
+	}
+}
 
 func renderMarkdown(src string) template.HTML {
 	var b bytes.Buffer
