@@ -243,9 +243,12 @@ func TestTokenOffLoopback(t *testing.T) {
 	if s.Token() != "sekrit" {
 		t.Fatalf("token %q", s.Token())
 	}
-	code, body, _ := get(t, ts.Client(), ts.URL+"/t/demo-team")
+	code, body, h := get(t, ts.Client(), ts.URL+"/t/demo-team")
 	if code != http.StatusUnauthorized || strings.Contains(body, "demo-team") {
 		t.Errorf("no token: %d, body names the team: %v", code, strings.Contains(body, "demo-team"))
+	}
+	if ct := h.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") || !strings.Contains(body, `action="/login"`) {
+		t.Errorf("no token: the login page is %q:\n%s", ct, body)
 	}
 	if code, _, _ := get(t, ts.Client(), ts.URL+"/t/demo-team/events?view=overview", "Accept", "text/event-stream"); code != http.StatusUnauthorized {
 		t.Errorf("stream without token: %d", code)
