@@ -84,6 +84,8 @@ type app struct {
 	pacerOverride    *pace.Pacer
 	// demoCache is troupe demo's prompt cache switch for its fake API.
 	demoCache cacheFlags
+	// demoWeb is troupe demo's --web: the dashboard beside the story.
+	demoWeb webFlags
 	// recorder is the cassette --record writes, once the run has opened it.
 	recorder *cassette.Recorder
 }
@@ -158,8 +160,8 @@ func (a *app) rootCmd() *cobra.Command {
 	a.addRunFlags(root)
 
 	bench := &cobra.Command{Use: "bench", Short: "Measure the runtime itself and print JSON figures"}
-	bench.AddCommand(a.benchTurnCmd(), a.benchStoreCmd(), a.benchTeamCmd())
-	root.AddCommand(bench, a.fakeAPICmd(), a.demoCmd(), a.agentCmd(), a.toolsCmd(), a.hooksCmd(), a.patternsCmd(), a.replayCmd(), a.usageCmd(), a.budgetCmd(), a.resumeCmd())
+	bench.AddCommand(a.benchTurnCmd(), a.benchStoreCmd(), a.benchTeamCmd(), a.benchWebCmd())
+	root.AddCommand(bench, a.fakeAPICmd(), a.demoCmd(), a.agentCmd(), a.toolsCmd(), a.hooksCmd(), a.patternsCmd(), a.replayCmd(), a.usageCmd(), a.budgetCmd(), a.resumeCmd(), a.webCmd())
 	root.AddCommand(a.storeCmds()...)
 	root.AddCommand(a.mcpCmd(), a.hubCmd())
 	// --record means something only where troupe talks to a model from a

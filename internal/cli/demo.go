@@ -68,6 +68,9 @@ real files, message each other and broadcast; the backend's first plan is
 rejected with feedback and the revised one approved; then everyone is shut down
 and the team deleted. Runs in a temporary workspace unless --workspace is given.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.demoWeb.checkBeside(); err != nil {
+				return err
+			}
 			if !asJSON && !headless {
 				if ok, err := a.demoTUI(latency, mode); ok || err != nil {
 					return err
@@ -82,6 +85,7 @@ and the team deleted. Runs in a temporary workspace unless --workspace is given.
 	cmd.Flags().BoolVar(&headless, "headless", false, "print a plain text timeline instead of playing the demo in the terminal UI")
 	cmd.Flags().DurationVar(&latency, "model-latency", 0, "delay every model reply by this much")
 	cmd.Flags().StringVar(&mode, "teammate-mode", team.ModeInProcess, "in-process or process")
+	a.demoWeb.add(cmd.Flags(), true)
 	return cmd
 }
 
@@ -164,6 +168,12 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) (err erro
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
+	stopWeb, err := a.webBeside(a.demoWeb, e.Store, sess, nil, dir)
+	if err != nil {
+		sess.Close()
+		return err
+	}
+	defer stopWeb()
 	fmt.Fprintf(out, "troupe demo: a team on the bundled scripted model, in %s\n\n", dir)
 	res, runErr := sess.RunHeadless(a.ctx, demoGoal)
 	closeErr := sess.Close()

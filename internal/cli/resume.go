@@ -44,6 +44,7 @@ func (a *app) resumeCmd() *cobra.Command {
 		tf         teamFlags
 		pf         providerFlags
 		cf         claudeFlags
+		wf         webFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "resume TEAM",
@@ -58,6 +59,9 @@ scripted model.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := cf.resolveMode(&tf); err != nil {
+				return err
+			}
+			if err := wf.checkBeside(); err != nil {
 				return err
 			}
 			dir, err := a.Workspace()
@@ -93,7 +97,13 @@ scripted model.`,
 			if err != nil {
 				return withCode(ExitUsage, err)
 			}
+			stopWeb, err := a.webBeside(wf, e.Store, sess, nil, dir)
+			if err != nil {
+				sess.Close()
+				return err
+			}
 			res, runErr := sess.Resume(a.ctx, args[0])
+			stopWeb()
 			closeErr := sess.Close()
 			if provider.close != nil {
 				provider.close()
@@ -117,6 +127,7 @@ scripted model.`,
 	cmd.Flags().IntVar(&maxRetries, "max-retries", 5, "retries of a failed model call")
 	tf.add(cmd.Flags())
 	pf.add(cmd.Flags())
+	wf.add(cmd.Flags(), true)
 	cmd.Flags().BoolVar(&cf.skipPermissions, "dangerously-skip-permissions", false, "run the lead in bypassPermissions mode (teammates keep the mode their roster entry records)")
 	return cmd
 }

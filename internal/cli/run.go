@@ -36,6 +36,7 @@ type runFlags struct {
 	claude         claudeFlags
 	team           teamFlags
 	provider       providerFlags
+	web            webFlags
 }
 
 func (a *app) addRunFlags(root *cobra.Command) {
@@ -55,6 +56,7 @@ func (a *app) addRunFlags(root *cobra.Command) {
 	f.claude.add(fs)
 	f.team.add(fs)
 	f.provider.add(fs)
+	f.web.add(fs, true)
 	root.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
 			return fmt.Errorf("unknown command %q; see troupe --help", args[0])
@@ -126,6 +128,9 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 	if err := f.check(true); err != nil {
 		return err
 	}
+	if err := f.web.checkBeside(); err != nil {
+		return err
+	}
 	if err := a.canRecord(f.team.teammateMode); err != nil {
 		return err
 	}
@@ -189,6 +194,12 @@ func (a *app) runHeadless(cmd *cobra.Command) error {
 		return withCode(ExitUsage, err)
 	}
 	out.team = sess.TeamName
+	stopWeb, err := a.webBeside(f.web, e.Store, sess, nil, dir)
+	if err != nil {
+		sess.Close()
+		return err
+	}
+	defer stopWeb()
 	out.init(initInfo{Cwd: dir, Model: modelName(cfg.Model, f.provider), PermissionMode: cfg.PermissionMode,
 		Tools: sess.Lead().Config().Tools.Names(), Skills: e.Skills.Names(), APIKeySource: apiKeySource(f.provider)})
 	if err := saveSession(e.StateDir, rec); err != nil {

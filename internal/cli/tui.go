@@ -48,6 +48,9 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 	if err := f.check(false); err != nil {
 		return err
 	}
+	if err := f.web.checkBeside(); err != nil {
+		return err
+	}
 	if f.continueLatest || f.resume != "" {
 		return withCode(ExitUsage, errors.New("--continue and --resume work with a headless run (-p) for now; in the terminal UI, use troupe resume TEAM"))
 	}
@@ -128,6 +131,12 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 			}
 		}
 	})
+	stopWeb, err := a.webBeside(f.web, e.Store, sess, func(string) map[string]bool { return runningSet(it.Running()) }, dir)
+	if err != nil {
+		sess.Close()
+		return err
+	}
+	defer stopWeb()
 	model := tui.New(tui.Options{Controller: &sessionCtl{it: it, sess: sess, lead: asker}, Commands: tuiCommands(e.Skills), Expand: e.Skills.Expand, PermissionMode: sess.PermissionMode()})
 	err = a.play(model, in, out, q, func(ctx context.Context) { _ = it.Run(ctx) })
 	sess.EndHooks("prompt_input_exit")
@@ -308,6 +317,12 @@ func (a *app) demoTUI(latency time.Duration, mode string) (ok bool, err error) {
 	if err != nil {
 		return true, withCode(ExitUsage, err)
 	}
+	stopWeb, err := a.webBeside(a.demoWeb, d.env.Store, sess, nil, d.dir)
+	if err != nil {
+		sess.Close()
+		return true, err
+	}
+	defer stopWeb()
 	var runErr error
 	err = a.play(tui.New(tui.Options{Demo: true, PermissionMode: sess.PermissionMode()}), in, out, q, func(ctx context.Context) {
 		q.push(tui.PromptMsg(demoGoal))
