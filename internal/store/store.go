@@ -210,6 +210,10 @@ type Member struct {
 	PermissionMode   string    `json:"permission_mode"`
 	CWD              string    `json:"cwd"`
 	Worktree         string    `json:"worktree"`
+	// Branch is the git branch of the member's worktree, and MergeMode
+	// how that branch is merged into the lead's (worktree isolation).
+	Branch    string `json:"branch,omitempty"`
+	MergeMode string `json:"merge_mode,omitempty"`
 	PID              int       `json:"pid"`
 	HeartbeatAt      time.Time `json:"heartbeat_at"`
 	JoinedAt         time.Time `json:"joined_at"`

@@ -40,6 +40,7 @@ type Config struct {
 	Prompts
 	Modes
 	Processes
+	Worktrees
 	Approvals
 	Observers
 }

@@ -571,3 +571,11 @@ func (r *Repo) Registered(ctx context.Context) ([]string, error) {
 	}
 	return ps, nil
 }
+
+// BaseOf returns the base checkout a teammate's worktree path belongs to
+// (Path's inverse).
+func BaseOf(path, team, member string) (string, bool) {
+	suffix := string(filepath.Separator) + filepath.Join(filepath.FromSlash(Dir), team, member)
+	top, ok := strings.CutSuffix(filepath.Clean(path), suffix)
+	return top, ok && top != ""
+}
