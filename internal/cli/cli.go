@@ -83,6 +83,8 @@ type app struct {
 	pacerOverride    *pace.Pacer
 	// demoCache is troupe demo's prompt cache switch for its fake API.
 	demoCache cacheFlags
+	// demoIsolation is troupe demo's --isolation.
+	demoIsolation string
 	// recorder is the cassette --record writes, once the run has opened it.
 	recorder *cassette.Recorder
 }

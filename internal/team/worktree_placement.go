@@ -47,15 +47,20 @@ func ParseIsolation(s string) (string, error) {
 }
 
 // repos shares one Repo per base checkout in this process, so its merges
-// are serialised by one lock before the file lock.
-var repos sync.Map // top -> *worktree.Repo
+// are serialised by one lock before the file lock, and git is asked where
+// a folder's checkout is only once.
+var repos sync.Map // top, and each folder asked about -> *worktree.Repo
 
 func openRepo(ctx context.Context, dir string) (*worktree.Repo, error) {
+	if r, ok := repos.Load(dir); ok {
+		return r.(*worktree.Repo), nil
+	}
 	r, err := worktree.Open(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	got, _ := repos.LoadOrStore(r.Top, r)
+	repos.Store(dir, got)
 	return got.(*worktree.Repo), nil
 }
 

@@ -60,10 +60,59 @@ type Repo struct {
 	git string
 
 	mu sync.Mutex // one merge at a time in this process (a file lock guards across processes)
+
+	once      sync.Once
+	gitDir    string   // the base checkout's own git folder
+	commonDir string   // the repository's shared git folder
+	ident     []string // identity options for commits when the user has none
+	setupErr  error
 }
 
-// Version returns the installed git's major and minor version.
+// setup reads, once, what every later command needs: the git folders and
+// whether commits need an identity.
+func (r *Repo) setup(ctx context.Context) error {
+	r.once.Do(func() {
+		out, err := r.run(ctx, r.Top, "rev-parse", "--git-dir", "--git-common-dir")
+		if err != nil {
+			r.setupErr = err
+			return
+		}
+		f := strings.Fields(out)
+		if len(f) != 2 {
+			r.setupErr = fmt.Errorf("git rev-parse --git-dir --git-common-dir said %q", out)
+			return
+		}
+		abs := func(p string) string {
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(r.Top, p)
+			}
+			return p
+		}
+		r.gitDir, r.commonDir = abs(f[0]), abs(f[1])
+		if v, _ := r.run(ctx, r.Top, "config", "user.name"); strings.TrimSpace(v) == "" {
+			r.ident = append(r.ident, "-c", "user.name=troupe")
+		}
+		if v, _ := r.run(ctx, r.Top, "config", "user.email"); strings.TrimSpace(v) == "" {
+			r.ident = append(r.ident, "-c", "user.email=troupe@localhost")
+		}
+	})
+	return r.setupErr
+}
+
+var version struct {
+	once         sync.Once
+	major, minor int
+	err          error
+}
+
+// Version returns the installed git's major and minor version (asked once
+// per process).
 func Version(ctx context.Context) (int, int, error) {
+	version.once.Do(func() { version.major, version.minor, version.err = askVersion(ctx) })
+	return version.major, version.minor, version.err
+}
+
+func askVersion(ctx context.Context) (int, int, error) {
 	exe, err := exec.LookPath("git")
 	if err != nil {
 		return 0, 0, ErrNoGit
@@ -142,15 +191,9 @@ func (r *Repo) run(ctx context.Context, dir string, args ...string) (string, err
 
 // commitArgs are the options every commit this package makes carries: an
 // identity when the user has none configured.
-func (r *Repo) commitArgs(ctx context.Context, dir string) []string {
-	var args []string
-	if v, _ := r.run(ctx, dir, "config", "user.name"); strings.TrimSpace(v) == "" {
-		args = append(args, "-c", "user.name=troupe")
-	}
-	if v, _ := r.run(ctx, dir, "config", "user.email"); strings.TrimSpace(v) == "" {
-		args = append(args, "-c", "user.email=troupe@localhost")
-	}
-	return args
+func (r *Repo) commitArgs(ctx context.Context) []string {
+	_ = r.setup(ctx)
+	return append([]string(nil), r.ident...)
 }
 
 // Head returns the commit the base checkout is on.
@@ -179,16 +222,11 @@ func (r *Repo) Ready(ctx context.Context) error {
 	if _, err := r.Head(ctx); err != nil {
 		return fmt.Errorf("%s: %w (commit something first)", r.Top, err)
 	}
+	if err := r.setup(ctx); err != nil {
+		return err
+	}
 	for _, f := range []string{"MERGE_HEAD", "rebase-merge", "rebase-apply", "CHERRY_PICK_HEAD", "REVERT_HEAD"} {
-		p, err := r.run(ctx, r.Top, "rev-parse", "--git-path", f)
-		if err != nil {
-			return err
-		}
-		p = strings.TrimSpace(p)
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(r.Top, p)
-		}
-		if _, err := os.Stat(p); err == nil {
+		if _, err := os.Stat(filepath.Join(r.gitDir, f)); err == nil {
 			return fmt.Errorf("%s: %w (%s); finish or abort it first", r.Top, ErrBusy, f)
 		}
 	}
@@ -265,8 +303,6 @@ func (r *Repo) Add(ctx context.Context, team, member string) (Worktree, error) {
 		}
 		return wt, fmt.Errorf("%s exists but is not on branch %s; remove it or pick another name", wt.Path, wt.Branch)
 	}
-	// A worktree deleted by hand leaves an entry that would refuse the add.
-	_, _ = r.run(ctx, r.Top, "worktree", "prune")
 	head, err := r.Head(ctx)
 	if err != nil {
 		return wt, fmt.Errorf("%s: %w", r.Top, err)
@@ -279,7 +315,14 @@ func (r *Repo) Add(ctx context.Context, team, member string) (Worktree, error) {
 		args = append(args, "-b", wt.Branch, wt.Path, head)
 	}
 	if _, err := r.run(ctx, r.Top, args...); err != nil {
-		return wt, err
+		// A worktree deleted by hand leaves an entry that refuses the add:
+		// prune it and try once more.
+		if _, perr := r.run(ctx, r.Top, "worktree", "prune"); perr != nil {
+			return wt, err
+		}
+		if _, err := r.run(ctx, r.Top, args...); err != nil {
+			return wt, err
+		}
 	}
 	return wt, nil
 }
@@ -287,14 +330,10 @@ func (r *Repo) Add(ctx context.Context, team, member string) (Worktree, error) {
 // exclude keeps troupe's own folder out of git status and commits, in the
 // repository's info/exclude (never in a tracked .gitignore).
 func (r *Repo) exclude(ctx context.Context) error {
-	p, err := r.run(ctx, r.Top, "rev-parse", "--git-path", "info/exclude")
-	if err != nil {
+	if err := r.setup(ctx); err != nil {
 		return err
 	}
-	p = strings.TrimSpace(p)
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(r.Top, p)
-	}
+	p := filepath.Join(r.commonDir, "info", "exclude")
 	b, _ := os.ReadFile(p)
 	for l := range strings.SplitSeq(string(b), "\n") {
 		if strings.TrimSpace(l) == "/.troupe/" {
@@ -328,7 +367,7 @@ func (r *Repo) Commit(ctx context.Context, dir, message string) (string, error) 
 	if _, err := r.run(ctx, dir, "diff", "--cached", "--quiet"); err == nil {
 		return "", nil
 	}
-	args := append(r.commitArgs(ctx, dir), "commit", "--quiet", "--no-verify", "-m", message)
+	args := append(r.commitArgs(ctx), "commit", "--quiet", "--no-verify", "-m", message)
 	if _, err := r.run(ctx, dir, args...); err != nil {
 		return "", err
 	}
@@ -400,7 +439,7 @@ func (r *Repo) Merge(ctx context.Context, branch, message string, mode Mode) (Me
 	if _, err := r.run(ctx, r.Top, "merge-base", "--is-ancestor", branch, "HEAD"); err == nil {
 		return Merged{Commit: before, How: "up to date"}, nil
 	}
-	args := append(r.commitArgs(ctx, r.Top), "merge", "--no-edit", "-m", message)
+	args := append(r.commitArgs(ctx), "merge", "--no-edit", "-m", message)
 	if mode == MergeCommit {
 		args = append(args, "--no-ff")
 	} else {
@@ -419,8 +458,10 @@ func (r *Repo) Merge(ctx context.Context, branch, message string, mode Mode) (Me
 	if err != nil {
 		return Merged{}, err
 	}
+	// A merge commit of this merge has the old base as first parent; a
+	// fast-forward may land on a merge commit the branch made itself.
 	how := "fast-forward"
-	if ps, _ := r.run(ctx, r.Top, "rev-list", "--parents", "-n", "1", "HEAD"); len(strings.Fields(ps)) > 2 {
+	if ps := strings.Fields(must(r.run(ctx, r.Top, "rev-list", "--parents", "-n", "1", "HEAD"))); len(ps) > 2 && ps[1] == before {
 		how = "merge commit"
 	}
 	return Merged{Commit: after, How: how}, nil
@@ -532,17 +573,11 @@ func (r *Repo) Remove(ctx context.Context, wt Worktree, force bool) error {
 // worktree list: in this process, and across the teammate processes of
 // process mode (a lock file in the repository's git folder).
 func (r *Repo) lock(ctx context.Context) (func(), error) {
-	r.mu.Lock()
-	p, err := r.run(ctx, r.Top, "rev-parse", "--git-common-dir")
-	if err != nil {
-		r.mu.Unlock()
+	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
-	p = strings.TrimSpace(p)
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(r.Top, p)
-	}
-	fl := flock.New(filepath.Join(p, "troupe-merge.lock"))
+	r.mu.Lock()
+	fl := flock.New(filepath.Join(r.commonDir, "troupe-merge.lock"))
 	if _, err := fl.TryLockContext(ctx, 10*time.Millisecond); err != nil {
 		r.mu.Unlock()
 		return nil, fmt.Errorf("lock the merge queue of %s: %w", r.Top, err)
@@ -578,4 +613,12 @@ func BaseOf(path, team, member string) (string, bool) {
 	suffix := string(filepath.Separator) + filepath.Join(filepath.FromSlash(Dir), team, member)
 	top, ok := strings.CutSuffix(filepath.Clean(path), suffix)
 	return top, ok && top != ""
+}
+
+// must is a command's output, empty when it failed.
+func must(out string, err error) string {
+	if err != nil {
+		return ""
+	}
+	return out
 }
