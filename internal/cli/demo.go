@@ -153,7 +153,7 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) (err erro
 		return withCode(ExitError, err)
 	}
 	defer e.Close()
-	if err := writeDemoMarker(e.StateDir, latency); err != nil {
+	if err := writeDemoMarker(e.StateDir, latency, iso); err != nil {
 		return withCode(ExitError, err)
 	}
 

@@ -11,6 +11,10 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// demoWorktreeScript names the worktree demo's script in the demo marker,
+// so troupe resume plays the same story.
+const demoWorktreeScript = "rest-to-graphql-worktree"
+
 // demoSeed is the blog the worktree demo starts from: its README's API
 // line is what the analyst and the frontend developer both change.
 var demoSeed = map[string]string{
@@ -37,6 +41,14 @@ func demoRepo(ctx context.Context, dir string) error {
 	if err := git("init", "--quiet", "-b", "main"); err != nil {
 		return err
 	}
+	// The demo's own repository gets an identity, so that the teammates'
+	// git commands work on a machine where none is configured.
+	if err := git("config", "user.name", "troupe demo"); err != nil {
+		return err
+	}
+	if err := git("config", "user.email", "demo@localhost"); err != nil {
+		return err
+	}
 	for f, c := range demoSeed {
 		p := filepath.Join(dir, filepath.FromSlash(f))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -49,7 +61,7 @@ func demoRepo(ctx context.Context, dir string) error {
 	if err := git("add", "README.md", "src/routes.js"); err != nil {
 		return err
 	}
-	return git("-c", "user.name=troupe demo", "-c", "user.email=demo@localhost", "commit", "--quiet", "-m", "The blog, before the migration")
+	return git("commit", "--quiet", "-m", "The blog, before the migration")
 }
 
 // withOverlay adds an overlay script's rules to a script: its "first"
