@@ -230,14 +230,16 @@ func (r *Repo) Ready(ctx context.Context) error {
 			return fmt.Errorf("%s: %w (%s); finish or abort it first", r.Top, ErrBusy, f)
 		}
 	}
-	files, err := r.Changed(ctx, r.Top)
+	// Untracked files are left out: a branch does not need them, and
+	// listing them walks the whole tree.
+	out, err := r.run(ctx, r.Top, "status", "--porcelain", "--untracked-files=no")
 	if err != nil {
 		return err
 	}
 	var tracked []string
-	for _, f := range files {
-		if !strings.HasPrefix(f, "?? ") {
-			tracked = append(tracked, strings.TrimSpace(f[3:]))
+	for l := range strings.SplitSeq(out, "\n") {
+		if len(l) > 3 {
+			tracked = append(tracked, strings.TrimSpace(l[3:]))
 		}
 	}
 	if len(tracked) > 0 {
