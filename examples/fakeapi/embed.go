@@ -15,3 +15,10 @@ var SingleAgent []byte
 //
 //go:embed rest-to-graphql.yaml
 var RESTToGraphQL []byte
+
+// RESTToGraphQLWorktree is rest-to-graphql-worktree.yaml: what `troupe
+// demo --isolation worktree` adds to the story (a conflict on README.md
+// that goes back to its owner and is resolved).
+//
+//go:embed rest-to-graphql-worktree.yaml
+var RESTToGraphQLWorktree []byte

@@ -28,6 +28,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/team"
 	"github.com/troupe-dev/troupe/internal/teamkey"
 	"github.com/troupe-dev/troupe/internal/tool"
+	"github.com/troupe-dev/troupe/internal/worktree"
 )
 
 // Options are what a session's surroundings are opened from: the choices
@@ -425,6 +426,10 @@ type TeamOptions struct {
 	Delegate       bool
 	IdleTimeout    time.Duration
 	TeammateModel  string
+	// Isolation and MergeMode are --isolation and --merge-mode ("": the
+	// settings' team.isolation and team.mergeMode).
+	Isolation string
+	MergeMode string
 }
 
 // SessionConfig builds a team session's configuration.
@@ -457,6 +462,9 @@ func (e *Env) SessionConfig(provider llm.Provider, model string, maxTurns int, f
 	}
 	if cfg.TeammateModel == "" {
 		cfg.TeammateModel = model
+	}
+	if err := e.worktrees(&cfg, f); err != nil {
+		return cfg, err
 	}
 	if f.TeammateMode == team.ModeProcess {
 		exe, err := os.Executable()
@@ -500,4 +508,28 @@ func coordinationShare(v string) float64 {
 		return 0
 	}
 	return f
+}
+
+// worktrees sets the session's worktree isolation from the flags, else
+// the settings' team.isolation and team.mergeMode, and checks them.
+func (e *Env) worktrees(cfg *team.Config, f TeamOptions) error {
+	iso, mode := f.Isolation, f.MergeMode
+	if e.Settings != nil {
+		if iso == "" {
+			iso = e.Settings.Isolation.Value
+		}
+		if mode == "" {
+			mode = e.Settings.MergeMode.Value
+		}
+	}
+	var err error
+	if cfg.Isolation, err = team.ParseIsolation(iso); err != nil {
+		return err
+	}
+	m, err := worktree.ParseMode(mode)
+	if err != nil {
+		return err
+	}
+	cfg.MergeMode = string(m)
+	return nil
 }

@@ -47,8 +47,10 @@ type teamReport struct {
 	USDPerTask                  float64 `json:"usd_per_task"`
 	PrefixSharedAcrossTeammates bool    `json:"prefix_shared_across_teammates"`
 	SharedPrefixTokens          int     `json:"shared_prefix_tokens"`
-	GoVersion                   string  `json:"go_version"`
-	CPUs                        int     `json:"cpus"`
+	// Worktree is phase 3, with --isolation worktree.
+	Worktree  *worktreeReport `json:"worktree,omitempty"`
+	GoVersion string          `json:"go_version"`
+	CPUs      int             `json:"cpus"`
 }
 
 func (a *app) benchTeamCmd() *cobra.Command {
@@ -56,6 +58,8 @@ func (a *app) benchTeamCmd() *cobra.Command {
 		teammates, tasks, idleTeammates int
 		idleFor                         time.Duration
 		asJSON                          bool
+		isolation                       string
+		repoFiles, worktrees            int
 	)
 	cmd := &cobra.Command{
 		Use:   "team",
@@ -69,9 +73,18 @@ Phase 2: --idle-teammates teammates with nothing to do sit idle for
 --idle-window; reports the model calls they made (must be 0) and the CPU time
 the whole process used meanwhile.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			iso, err := team.ParseIsolation(isolation)
+			if err != nil {
+				return withCode(ExitUsage, err)
+			}
 			rep, err := a.benchTeam(cmd.Context(), teammates, tasks, idleTeammates, idleFor)
 			if err != nil {
 				return withCode(ExitError, err)
+			}
+			if iso == team.IsolationWorktree {
+				if rep.Worktree, err = benchWorktrees(cmd.Context(), repoFiles, worktrees); err != nil {
+					return withCode(ExitError, fmt.Errorf("worktree phase: %w", err))
+				}
 			}
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
@@ -85,6 +98,10 @@ the whole process used meanwhile.`,
 				100*rep.CacheHitRatio, 100*rep.CacheHitRatioAfterFirstCall, rep.USDPerTask, rep.PrefixSharedAcrossTeammates, rep.SharedPrefixTokens)
 			fmt.Fprintf(a.stdout, "%d idle teammates for %.0fs: %d model calls, %.3f CPU s (%.2f%% of one core); peak RSS %.0f MB\n",
 				rep.IdleTeammates, rep.IdleSeconds, rep.IdleMemberModelCalls, rep.IdleCPUSeconds, rep.IdleCPUPercentOfCore, rep.PeakRSSMB)
+			if w := rep.Worktree; w != nil {
+				fmt.Fprintf(a.stdout, "worktrees on a %d-file repository: spawn %.1f ms p50 (max %.1f) vs shared checkout %.3f ms; commit+merge %.1f ms p50, %.1f merges/s\n",
+					w.RepoFiles, w.SpawnMSP50, w.SpawnMSMax, w.SharedSpawnMS, w.MergeMSP50, w.MergesPerSec)
+			}
 			return nil
 		},
 	}
@@ -93,6 +110,9 @@ the whole process used meanwhile.`,
 	cmd.Flags().IntVar(&idleTeammates, "idle-teammates", 100, "teammates kept idle in phase 2")
 	cmd.Flags().DurationVar(&idleFor, "idle-window", 10*time.Second, "how long phase 2 watches the idle teammates")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&isolation, "isolation", "", "worktree: add phase 3, worktree isolation's spawn overhead and merge throughput on a --repo-files repository")
+	cmd.Flags().IntVar(&repoFiles, "repo-files", 10000, "files in phase 3's repository")
+	cmd.Flags().IntVar(&worktrees, "worktrees", 5, "teammates' worktrees spawned and merged in phase 3")
 	return cmd
 }
 

@@ -106,7 +106,11 @@ func (a *app) benchWeb(ctx context.Context, clients, runs int, latency time.Dura
 	return rep, nil
 }
 
+// median is the middle of xs (0 when it is empty).
 func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]

@@ -86,6 +86,8 @@ type app struct {
 	demoCache cacheFlags
 	// demoWeb is troupe demo's --web: the dashboard beside the story.
 	demoWeb webFlags
+	// demoIsolation is troupe demo's --isolation.
+	demoIsolation string
 	// recorder is the cassette --record writes, once the run has opened it.
 	recorder *cassette.Recorder
 }

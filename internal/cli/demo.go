@@ -44,6 +44,7 @@ type demoReport struct {
 	FilesWritten          []string       `json:"files_written"`
 	PlanApprovals         map[string]int `json:"plan_approvals"`
 	TeammateMode          string         `json:"teammate_mode"`
+	Isolation             string         `json:"isolation,omitempty"`
 	DurationMS            int64          `json:"duration_ms"`
 	OK                    bool           `json:"ok"`
 }
@@ -54,6 +55,7 @@ func (a *app) demoCmd() *cobra.Command {
 		headless bool
 		latency  time.Duration
 		mode     string
+		iso      string
 		cache    cacheFlags
 	)
 	cmd := &cobra.Command{
@@ -71,12 +73,13 @@ and the team deleted. Runs in a temporary workspace unless --workspace is given.
 			if err := a.demoWeb.checkBeside(); err != nil {
 				return err
 			}
-			if !asJSON && !headless {
+			if !asJSON && !headless && iso == "" {
 				if ok, err := a.demoTUI(latency, mode); ok || err != nil {
 					return err
 				}
 			}
 			a.demoCache = cache
+			a.demoIsolation = iso
 			return a.runDemo(asJSON, latency, mode)
 		},
 	}
@@ -86,6 +89,7 @@ and the team deleted. Runs in a temporary workspace unless --workspace is given.
 	cmd.Flags().DurationVar(&latency, "model-latency", 0, "delay every model reply by this much")
 	cmd.Flags().StringVar(&mode, "teammate-mode", team.ModeInProcess, "in-process or process")
 	a.demoWeb.add(cmd.Flags(), true)
+	cmd.Flags().StringVar(&iso, "isolation", "", "worktree: play the story in a git repository with every teammate in its own worktree, a merge queue, and a conflict that goes back to its owner")
 	return cmd
 }
 
@@ -115,7 +119,20 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) (err erro
 		return withCode(ExitError, err)
 	}
 	dir, _ = filepath.Abs(dir)
-	script, err := fakeapi.ParseScript(fakeapiexamples.RESTToGraphQL)
+	iso, err := team.ParseIsolation(a.demoIsolation)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	scriptText := fakeapiexamples.RESTToGraphQL
+	if iso == team.IsolationWorktree {
+		if err := demoRepo(a.ctx, dir); err != nil {
+			return withCode(ExitError, err)
+		}
+		if scriptText, err = withOverlay(scriptText, fakeapiexamples.RESTToGraphQLWorktree); err != nil {
+			return withCode(ExitError, fmt.Errorf("bundled script: %w", err))
+		}
+	}
+	script, err := fakeapi.ParseScript(scriptText)
 	if err != nil {
 		return withCode(ExitError, fmt.Errorf("bundled script: %w", err))
 	}
@@ -140,7 +157,7 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) (err erro
 		return withCode(ExitError, err)
 	}
 	defer e.Close()
-	if err := writeDemoMarker(e.StateDir, latency); err != nil {
+	if err := writeDemoMarker(e.StateDir, latency, iso); err != nil {
 		return withCode(ExitError, err)
 	}
 
@@ -150,7 +167,7 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) (err erro
 	}
 	tl := &timeline{w: out, start: time.Now()}
 	tally := newTally()
-	flags := teamFlags{teammateMode: mode, permissionMode: team.PermBypass}
+	flags := teamFlags{teammateMode: mode, permissionMode: team.PermBypass, isolation: iso}
 	cfg, err := a.sessionConfig(e, provider, "", 0, &flags, providerFlags{provider: "anthropic", baseURL: base})
 	if err != nil {
 		return withCode(ExitError, err)
@@ -181,7 +198,7 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) (err erro
 		closeErr = err
 	}
 
-	rep := demoReport{Workspace: dir, TeammateMode: mode, DurationMS: time.Since(tl.start).Milliseconds(), PlanApprovals: tl.plans()}
+	rep := demoReport{Workspace: dir, TeammateMode: mode, Isolation: iso, DurationMS: time.Since(tl.start).Milliseconds(), PlanApprovals: tl.plans()}
 	if res != nil {
 		rep.LeadModelTurns, rep.LeadTurnsFromIdleOnly = res.Stats.LeadModelTurns, res.Stats.LeadTurnsFromIdleOnly
 	}
@@ -294,6 +311,9 @@ func (t *timeline) agentEvent(ev agent.Event) {
 			t.line(ev.Agent, "runs %s", oneLine(in.Command, 60))
 		}
 	case agent.EventToolResult:
+		if _, merged, ok := strings.Cut(ev.Result.Content, " merged into "); ok && ev.Call.Name == "TaskUpdate" && !ev.Result.IsError {
+			t.line(ev.Agent, "merge queue: merged into %s", oneLine(merged, 80))
+		}
 		if ev.Result.IsError {
 			t.line(ev.Agent, "%s failed: %s", ev.Call.Name, oneLine(ev.Result.Content, 80))
 		}

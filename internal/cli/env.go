@@ -19,6 +19,8 @@ type teamFlags struct {
 	delegate       bool
 	idleTimeout    time.Duration
 	teammateModel  string
+	isolation      string
+	mergeMode      string
 }
 
 func (f *teamFlags) add(fs interface {
@@ -31,6 +33,8 @@ func (f *teamFlags) add(fs interface {
 	fs.BoolVar(&f.delegate, "delegate", false, "limit the lead to management tools (it coordinates, teammates do the work)")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "an idle teammate exits after this long with nothing to do (0: stays until shut down)")
 	fs.StringVar(&f.teammateModel, "teammate-model", "", "the teammates' default model (default: the lead's)")
+	fs.StringVar(&f.isolation, "isolation", "", "where teammates work: shared (the lead's checkout) or worktree (each in its own git worktree and branch, merged back per task; settings: team.isolation)")
+	fs.StringVar(&f.mergeMode, "merge-mode", "", "how a worktree teammate's branch is merged: ff (fast-forward when possible) or merge (always a merge commit; settings: team.mergeMode)")
 }
 
 // settingsFlags say where a session's settings come from.
@@ -85,7 +89,7 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 // options are the team flags as package app takes them.
 func (f *teamFlags) options() assembly.TeamOptions {
 	return assembly.TeamOptions{TeammateMode: f.teammateMode, PermissionMode: f.permissionMode, Delegate: f.delegate,
-		IdleTimeout: f.idleTimeout, TeammateModel: f.teammateModel}
+		IdleTimeout: f.idleTimeout, TeammateModel: f.teammateModel, Isolation: f.isolation, MergeMode: f.mergeMode}
 }
 
 // settingsFlag is --settings: a file, or the run's inline JSON object.

@@ -29,8 +29,12 @@ type demoState struct {
 	Latency string `json:"model_latency,omitempty"`
 }
 
-func writeDemoMarker(stateDir string, latency time.Duration) error {
-	data, _ := json.Marshal(demoState{Script: "rest-to-graphql", Latency: latency.String()})
+func writeDemoMarker(stateDir string, latency time.Duration, isolation string) error {
+	script := "rest-to-graphql"
+	if isolation == team.IsolationWorktree {
+		script = demoWorktreeScript
+	}
+	data, _ := json.Marshal(demoState{Script: script, Latency: latency.String()})
 	return os.WriteFile(filepath.Join(stateDir, demoMarker), data, 0o644)
 }
 
@@ -172,7 +176,13 @@ func (a *app) resumeProvider(e *env, pf providerFlags, maxRetries int) (*resumed
 		return nil, withCode(ExitError, fmt.Errorf("%s: %w", demoMarker, err))
 	}
 	latency, _ := time.ParseDuration(ds.Latency)
-	script, err := fakeapi.ParseScript(fakeapiexamples.RESTToGraphQL)
+	text := fakeapiexamples.RESTToGraphQL
+	if ds.Script == demoWorktreeScript {
+		if text, err = withOverlay(text, fakeapiexamples.RESTToGraphQLWorktree); err != nil {
+			return nil, withCode(ExitError, err)
+		}
+	}
+	script, err := fakeapi.ParseScript(text)
 	if err != nil {
 		return nil, withCode(ExitError, err)
 	}

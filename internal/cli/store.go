@@ -28,7 +28,7 @@ import (
 func (a *app) storeCmds() []*cobra.Command {
 	team := &cobra.Command{Use: "team", Short: "List teams and show one team's roster, tasks and inbox depths"}
 	team.AddCommand(a.teamListCmd(), a.teamStatusCmd())
-	return []*cobra.Command{a.tasksCmd(), a.inboxCmd(), a.sendCmd(), team}
+	return []*cobra.Command{a.tasksCmd(), a.inboxCmd(), a.sendCmd(), team, a.mergeCmd()}
 }
 
 // openStore opens the workspace's store. Commands that only read call it
@@ -150,6 +150,7 @@ func (a *app) tasksCmd() *cobra.Command {
 			if err := table(a.stdout, "ID\tSTATUS\tOWNER\tSUBJECT\tBLOCKED BY", cells); err != nil {
 				return err
 			}
+			printLeases(a.stdout, board)
 			a.warnCorrupt(board.Corrupt)
 			return nil
 		},

@@ -154,6 +154,10 @@ type Settings struct {
 	DefaultPattern Value `json:"default_pattern"`
 	LeadModel      Value `json:"lead_model"`
 	TeammateModel  Value `json:"teammate_model"`
+	// Isolation is team.isolation (shared or worktree) and MergeMode
+	// team.mergeMode (ff or merge): worktree isolation (issue 19).
+	Isolation Value `json:"isolation"`
+	MergeMode Value `json:"merge_mode"`
 	// MaxCoordinationShare is team.maxCoordinationShare, the share of the
 	// team's tokens the lead's coordination may take before the lead is
 	// told to batch (a number in (0, 1], as text; unset: the runtime's
@@ -327,6 +331,8 @@ type rawTeam struct {
 	DefaultPattern string `json:"defaultPattern"`
 	LeadModel      string `json:"leadModel"`
 	TeammateModel  string `json:"teammateModel"`
+	Isolation      string `json:"isolation"`
+	MergeMode      string `json:"mergeMode"`
 
 	MaxCoordinationShare *float64 `json:"maxCoordinationShare"`
 }
@@ -488,6 +494,8 @@ func Merge(files ...*File) *Settings {
 			setValue(&s.DefaultPattern, t.DefaultPattern, src)
 			setValue(&s.LeadModel, t.LeadModel, src) // troupe's own key wins within a file
 			setValue(&s.TeammateModel, t.TeammateModel, src)
+			setValue(&s.Isolation, t.Isolation, src)
+			setValue(&s.MergeMode, t.MergeMode, src)
 			if t.MaxCoordinationShare != nil {
 				setValue(&s.MaxCoordinationShare, strconv.FormatFloat(*t.MaxCoordinationShare, 'g', -1, 64), src)
 			}

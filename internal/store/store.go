@@ -203,16 +203,20 @@ type Member struct {
 	BudgetUSD    float64 `json:"budget_usd,omitempty"`
 	// MCPServers are the MCP servers whose tools the member is given
 	// (empty: all of its lead's).
-	MCPServers       []string  `json:"mcp_servers,omitempty"`
-	AgentType        string    `json:"agent_type"`
-	Status           string    `json:"status"`
-	PlanModeRequired bool      `json:"plan_mode_required"`
-	PermissionMode   string    `json:"permission_mode"`
-	CWD              string    `json:"cwd"`
-	Worktree         string    `json:"worktree"`
-	PID              int       `json:"pid"`
-	HeartbeatAt      time.Time `json:"heartbeat_at"`
-	JoinedAt         time.Time `json:"joined_at"`
+	MCPServers       []string `json:"mcp_servers,omitempty"`
+	AgentType        string   `json:"agent_type"`
+	Status           string   `json:"status"`
+	PlanModeRequired bool     `json:"plan_mode_required"`
+	PermissionMode   string   `json:"permission_mode"`
+	CWD              string   `json:"cwd"`
+	Worktree         string   `json:"worktree"`
+	// Branch is the git branch of the member's worktree, and MergeMode
+	// how that branch is merged into the lead's (worktree isolation).
+	Branch      string    `json:"branch,omitempty"`
+	MergeMode   string    `json:"merge_mode,omitempty"`
+	PID         int       `json:"pid"`
+	HeartbeatAt time.Time `json:"heartbeat_at"`
+	JoinedAt    time.Time `json:"joined_at"`
 }
 
 // Member returns the member called name, if any.

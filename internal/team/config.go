@@ -112,6 +112,9 @@ type Processes struct {
 	// (nil: SharedPlacement, the lead's workspace and rules, in process or
 	// with AgentCommand).
 	Placement Placement
+	// Worktrees is where teammates work by default and how their
+	// branches merge back (worktree isolation).
+	Worktrees
 }
 
 // Approvals groups the lead's permission decisions that leave the team:

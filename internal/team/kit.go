@@ -41,6 +41,7 @@ func leadRegistry(b *binding, list *todo.List, skills *skill.Set, sub tool.TaskH
 	}
 	r.Add(teamCreateTool{b})
 	r.Add(teamDeleteTool{b})
+	r.Add(mergeStatusTool{b})
 	r.Add(tool.CompactTool())
 	addExtra(r, extra)
 	return r

@@ -158,7 +158,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 			Sections:     cfg.Sections,
 		}.String(),
 		Tools:      teammateRegistry(b, list, cfg.Tools...),
-		Env:        cfg.Rules.toolEnv(cfg.Workspace, m.name, r.Name, m.jobs),
+		Env:        withLeases(cfg.Rules.toolEnv(cfg.Workspace, m.name, r.Name, m.jobs), cfg.Team, m.name),
 		MaxTurns:   cfg.MaxTurns,
 		Gate:       m.gate,
 		AfterTool:  cfg.Rules.afterTool(cfg.Workspace, m.who),

@@ -92,6 +92,9 @@ func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("resume %s: %w", m.Name, err)
 		}
+		if err := s.reisolate(ctx, t, m, &env); err != nil {
+			return res, fmt.Errorf("resume %s: %w", m.Name, err)
+		}
 		if err := s.sup.start(t, m.Name, env); err != nil {
 			return res, fmt.Errorf("resume %s: %w", m.Name, err)
 		}

@@ -78,6 +78,10 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 	if err != nil {
 		return "", err
 	}
+	wt, mergeMode, err := s.isolate(ctx, t, name, args.Isolation, &env)
+	if err != nil {
+		return "", err
+	}
 	now := time.Now().UTC()
 	_, err = t.UpdateRoster(ctx, func(r *store.Roster) error {
 		if m, ok := r.Member(name); ok {
@@ -91,6 +95,7 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 		r.Members = append(r.Members, store.Member{
 			Name: name, Role: role, Model: model, Provider: providerOf(model, s.cfg.Provider), AgentType: "teammate", Status: store.StatusWorking,
 			PlanModeRequired: args.PlanModeRequired, PermissionMode: mode, CWD: env.Workspace.Dir(),
+			Worktree: wt.Path, Branch: wt.Branch, MergeMode: mergeMode,
 			BudgetTokens: args.BudgetTokens, BudgetUSD: args.BudgetUSD, MCPServers: servers,
 			JoinedAt: now, HeartbeatAt: now,
 		})

@@ -22,6 +22,7 @@ type taskCreateArgs struct {
 	ActiveForm  string   `json:"activeForm" desc:"The title in the present continuous, shown while the task is in progress."`
 	Role        string   `json:"role" desc:"Reserve the task for teammates with this role (or name)."`
 	BlockedBy   []string `json:"blockedBy" desc:"Ids of tasks that must be completed first."`
+	Files       []string `json:"files" desc:"Paths (globs relative to the workspace, e.g. src/api/**) the task will change: while it is in progress its owner holds a lease on them and other teammates' writes there are refused."`
 }
 
 type taskCreateTool struct{ b *binding }
@@ -44,6 +45,16 @@ func (t taskCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	if r := strings.TrimSpace(args.Role); r != "" {
 		task.Metadata = map[string]any{"role": r}
 	}
+	files, err := cleanGlobs(args.Files)
+	if err != nil {
+		return tool.Errorf("TaskCreate: %v", err)
+	}
+	if len(files) > 0 {
+		if task.Metadata == nil {
+			task.Metadata = map[string]any{}
+		}
+		task.Metadata[filesKey] = files
+	}
 	got, err := team.Tasks().Create(ctx, task)
 	if err != nil {
 		return tool.Errorf("TaskCreate: %v", err)
@@ -56,7 +67,7 @@ func (t taskCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 		}
 	}
 	t.b.em.emit(ctx, team, teamevent.TaskCreate{Task: got.ID, Subject: got.Subject, BlockedBy: got.BlockedBy})
-	return tool.OK(fmt.Sprintf("Created task #%s: %s", got.ID, got.Subject))
+	return tool.OK(fmt.Sprintf("Created task #%s: %s", got.ID, got.Subject) + t.b.overlapWarning(ctx, team, got, files))
 }
 
 // --- TaskUpdate ---
@@ -117,6 +128,14 @@ func (t taskUpdateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 			}
 		}
 	}
+	merged := ""
+	if args.Status == store.TaskCompleted {
+		note, refused := t.b.mergeOnComplete(ctx, team, id)
+		if refused != "" {
+			return tool.Errorf("TaskUpdate: %s", refused)
+		}
+		merged = note
+	}
 	edit := store.TaskEdit{Status: args.Status, Subject: args.Subject, Description: args.Description, ActiveForm: args.ActiveForm,
 		AddBlocks: args.AddBlocks, AddBlockedBy: args.AddBlockedBy}
 	if args.Owner != nil {
@@ -151,7 +170,7 @@ func (t taskUpdateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	if got.Status == store.TaskDeleted {
 		return tool.OK(fmt.Sprintf("Deleted task #%s.", got.ID))
 	}
-	return tool.OK("Updated " + got.Line())
+	return tool.OK("Updated " + got.Line() + merged)
 }
 
 func hookTask(t store.Task) hook.Task {

@@ -210,6 +210,10 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 		s.cfg.Rules.recordHistory(final)
 	}
 	s.emit(ctx, t, teamevent.TeamDelete{Members: live, Forced: forced})
+	trees := ""
+	if final, err := t.ReadRoster(ctx); err == nil {
+		trees = s.cleanWorktrees(ctx, t, final, force)
+	}
 	kept := ""
 	a, err := s.cfg.Store.ArchiveTeam(ctx, t.Name())
 	if err != nil {
@@ -230,7 +234,7 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 	s.setTeam(nil, "")
 	s.proto.forgetShutdowns()
 	s.hookTeam("", "")
-	return fmt.Sprintf("Team %s deleted; %d teammates shut down.%s", t.Name(), len(live), kept), nil
+	return fmt.Sprintf("Team %s deleted; %d teammates shut down.%s%s", t.Name(), len(live), kept, trees), nil
 }
 
 func (s *Session) notShutdown(ctx context.Context, t store.Team) ([]string, error) {

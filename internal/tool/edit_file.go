@@ -48,6 +48,9 @@ func (editFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) Re
 	if err != nil {
 		return Errorf("edit_file: %v", err)
 	}
+	if err := env.checkWrite(ctx, place); err != nil {
+		return Errorf("edit_file: %v", err)
+	}
 	rel, root := place.Rel, place.Root()
 	fi, err := root.Stat(rel)
 	if err != nil {

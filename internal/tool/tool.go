@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -70,6 +71,20 @@ type Env struct {
 	// call made while another runs in it, and background commands, run
 	// on their own as without it.
 	Shell *shell.Session
+	// CheckWrite, when set, is asked before write_file or edit_file
+	// changes a file, with its workspace-relative slash path; an error
+	// refuses the write before it happens (a file lease another agent
+	// holds).
+	CheckWrite func(ctx context.Context, rel string) error
+}
+
+// checkWrite asks CheckWrite about a place in the workspace (additional
+// directories are outside every lease).
+func (e *Env) checkWrite(ctx context.Context, p Place) error {
+	if e == nil || e.CheckWrite == nil || p.Extra {
+		return nil
+	}
+	return e.CheckWrite(ctx, filepath.ToSlash(p.Rel))
 }
 
 // hidden reports whether tool must leave rel out.

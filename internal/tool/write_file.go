@@ -45,6 +45,9 @@ func (writeFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) R
 	if err != nil {
 		return Errorf("write_file: %v", err)
 	}
+	if err := env.checkWrite(ctx, place); err != nil {
+		return Errorf("write_file: %v", err)
+	}
 	rel, root := place.Rel, place.Root()
 	if err := ctx.Err(); err != nil {
 		return Errorf("write_file: %v", err)
