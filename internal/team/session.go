@@ -75,6 +75,9 @@ type current struct {
 	team         store.Team
 	key          []byte // the team's key (nil: unsealed)
 	pattern      string // the team's pattern
+	// beforeDelegate is the lead's mode before it was switched to delegate
+	// (Shift+Tab), to go back to.
+	beforeDelegate string
 	budget       *budgets
 	stats        Stats
 	archived     string // where the last deleted team's state went
