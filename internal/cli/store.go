@@ -458,6 +458,17 @@ func (a *app) teamStatusCmd() *cobra.Command {
 				fmt.Fprintf(a.stdout, ": %s", cell(r.Description, 80))
 			}
 			fmt.Fprintf(a.stdout, "\nPattern %s, created %s\n", orDash(r.Pattern), r.CreatedAt.Local().Format(time.DateTime))
+			if r.Theme != "" {
+				var cast []string
+				for _, p := range r.Personas {
+					who := p.Member
+					if who == "" {
+						who = "not yet played"
+					}
+					cast = append(cast, fmt.Sprintf("%s (%s)", p.Name, who))
+				}
+				fmt.Fprintf(a.stdout, "Theme %s: %s\n", r.Theme, strings.Join(cast, ", "))
+			}
 			fmt.Fprintf(a.stdout, "Tasks: %d pending, %d in progress, %d completed",
 				st.Tasks[store.TaskPending], st.Tasks[store.TaskInProgress], st.Tasks[store.TaskCompleted])
 			if n := len(board.Corrupt); n > 0 {
@@ -475,7 +486,15 @@ func (a *app) teamStatusCmd() *cobra.Command {
 				}
 				rows = append(rows, []string{m.Name, orDash(m.Role), st.Health[m.Name], orDash(m.Model), fmt.Sprint(st.Inbox[m.Name])})
 			}
-			return table(a.stdout, "NAME\tROLE\tSTATUS\tMODEL\tUNREAD", rows)
+			if r.Theme == "" {
+				return table(a.stdout, "NAME\tROLE\tSTATUS\tMODEL\tUNREAD", rows)
+			}
+			// A team playing characters shows who plays whom.
+			for i, row := range rows {
+				p, _ := r.PersonaOf(row[0])
+				rows[i] = append(row[:2:2], append([]string{orDash(p.Name)}, row[2:]...)...)
+			}
+			return table(a.stdout, "NAME\tROLE\tPERSONA\tSTATUS\tMODEL\tUNREAD", rows)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
