@@ -232,8 +232,9 @@ func (s *Set) Names() []string {
 
 // Pick chooses a theme: the one named, or else the one least recently used
 // in history (never used first, then the oldest use), so that a new team
-// does not repeat the last team's theme. An unknown name is an error
-// naming the known ones.
+// does not repeat the last team's theme. The workspace's own themes are
+// picked from when it has any; the built-in example only when it has
+// none. An unknown name is an error naming the known ones.
 func (s *Set) Pick(name string, history []Entry) (Theme, error) {
 	if strings.TrimSpace(name) != "" {
 		if t, ok := s.Lookup(name); ok {
@@ -242,6 +243,9 @@ func (s *Set) Pick(name string, history []Entry) (Theme, error) {
 		return Theme{}, fmt.Errorf("unknown theme %q (known: %s)", name, strings.Join(s.Names(), ", "))
 	}
 	all := s.All()
+	if s.HasUser() {
+		all = slices.DeleteFunc(all, func(t Theme) bool { return t.Source == "builtin" })
+	}
 	if len(all) == 0 {
 		return Theme{}, errors.New("no themes")
 	}

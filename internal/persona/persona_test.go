@@ -82,10 +82,10 @@ func TestPickAvoidsRecentThemes(t *testing.T) {
 		history []Entry
 		want    string
 	}{
-		{"nothing used: the first", "", nil, "example"},
-		{"the last one avoided", "", []Entry{{Theme: "example"}}, "orchard"},
-		{"all used: the oldest", "", []Entry{{Theme: "orchard"}, {Theme: "example"}, {Theme: "quarry"}}, "quarry"},
-		{"never used wins over old", "", []Entry{{Theme: "orchard"}, {Theme: "example"}}, "quarry"},
+		{"nothing used: the first of the workspace's", "", nil, "orchard"},
+		{"the last one avoided", "", []Entry{{Theme: "orchard"}}, "quarry"},
+		{"all used: the oldest", "", []Entry{{Theme: "quarry"}, {Theme: "example"}, {Theme: "orchard"}}, "orchard"},
+		{"never used wins over old", "", []Entry{{Theme: "quarry"}, {Theme: "example"}}, "orchard"},
 		{"named wins over history", "example", []Entry{{Theme: "example"}}, "example"},
 	}
 	for _, tt := range tests {
@@ -93,6 +93,9 @@ func TestPickAvoidsRecentThemes(t *testing.T) {
 		if err != nil || got.Name != tt.want {
 			t.Errorf("%s: Pick = %s, %v; want %s", tt.name, got.Name, err, tt.want)
 		}
+	}
+	if got, _ := Load("").Pick("", []Entry{{Theme: "example"}}); got.Name != "example" {
+		t.Errorf("with no themes of its own the example is played: %s", got.Name)
 	}
 	if _, err := s.Pick("nope", nil); err == nil || !strings.Contains(err.Error(), "example, orchard, quarry") {
 		t.Errorf("unknown theme: %v", err)
