@@ -180,15 +180,14 @@ func recentText(h []persona.Entry, n int) string {
 }
 
 // record puts the formed team first in the theme history: seed 004 writes
-// it when the team is formed, so the next lead avoids it.
+// it when the team is formed, so the next lead avoids it. A team that plays
+// no characters has nothing to avoid and is not written: the history is the
+// user's, outside the workspace, and stays about themes.
 func (r *Rules) record(f formation, team, workspace string) error {
-	if r == nil || r.History == nil || f.pattern == "" {
+	if r == nil || r.History == nil || !f.themed() {
 		return nil
 	}
 	e := persona.Entry{Pattern: f.pattern, Theme: f.theme.Name, Team: team, Workspace: workspace, Time: time.Now().UTC()}
-	if e.Theme == "" {
-		e.Theme = f.pattern // seed 004: "テーマ名またはパターン名"
-	}
 	for i, c := range f.cast {
 		e.Characters = append(e.Characters, c.Name)
 		if i == 0 {

@@ -101,7 +101,8 @@ func (t teamCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	s.sup.startHeartbeat(team)
 	s.usage.flush(ctx, team)
 	s.hookTeam(team.Name(), "")
-	s.emit(ctx, team, teamevent.TeamCreate{Description: args.Description, Pattern: f.pattern, SessionID: s.hookSession()})
+	lead, _ := ros.PersonaOf(store.LeadName)
+	s.emit(ctx, team, teamevent.TeamCreate{Description: args.Description, Pattern: f.pattern, Theme: ros.Theme, Lead: lead.Name, SessionID: s.hookSession()})
 	return tool.OK(fmt.Sprintf("Created team %s. You are its lead, %q. Add tasks with TaskCreate and spawn teammates with Task (team_name %q, name, role, prompt).%s", name, store.LeadName, name, f.describe()))
 }
 
