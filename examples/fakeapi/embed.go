@@ -15,3 +15,9 @@ var SingleAgent []byte
 //
 //go:embed rest-to-graphql.yaml
 var RESTToGraphQL []byte
+
+// LighthousePersonas is lighthouse-personas.yaml: seed 004's persona story
+// of `troupe demo --pattern fixed-theme --theme example`.
+//
+//go:embed lighthouse-personas.yaml
+var LighthousePersonas []byte

@@ -55,6 +55,8 @@ func (a *app) demoCmd() *cobra.Command {
 		latency  time.Duration
 		mode     string
 		cache    cacheFlags
+		pat      string
+		theme    string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -68,6 +70,14 @@ real files, message each other and broadcast; the backend's first plan is
 rejected with feedback and the revised one approved; then everyone is shut down
 and the team deleted. Runs in a temporary workspace unless --workspace is given.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if pat != "" || theme != "" {
+				st, err := personaStory(pat, theme)
+				if err != nil {
+					return withCode(ExitUsage, err)
+				}
+				a.demoCache = cache
+				return a.playDemo(st, asJSON, latency, mode)
+			}
 			if !asJSON && !headless {
 				if ok, err := a.demoTUI(latency, mode); ok || err != nil {
 					return err
@@ -82,10 +92,29 @@ and the team deleted. Runs in a temporary workspace unless --workspace is given.
 	cmd.Flags().BoolVar(&headless, "headless", false, "print a plain text timeline instead of playing the demo in the terminal UI")
 	cmd.Flags().DurationVar(&latency, "model-latency", 0, "delay every model reply by this much")
 	cmd.Flags().StringVar(&mode, "teammate-mode", team.ModeInProcess, "in-process or process")
+	cmd.Flags().StringVar(&pat, "pattern", "", "play seed 004's persona story under this team pattern (fixed-theme), headless")
+	cmd.Flags().StringVar(&theme, "theme", "", "the persona theme of that story (example)")
 	return cmd
 }
 
-func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) (err error) {
+// demoStory is one scripted story the demo plays.
+type demoStory struct {
+	script []byte
+	goal   string
+	files  []string // the files the team must leave
+	tasks  int      // the tasks it must complete
+	// prepare readies the workspace before the session (nil: nothing).
+	prepare func(dir string) error
+}
+
+// restStory is seed 000's REST-to-GraphQL story, the demo's own.
+var restStory = demoStory{script: fakeapiexamples.RESTToGraphQL, goal: demoGoal, files: demoFiles, tasks: 4}
+
+func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
+	return a.playDemo(restStory, asJSON, latency, mode)
+}
+
+func (a *app) playDemo(st demoStory, asJSON bool, latency time.Duration, mode string) (err error) {
 	if err := a.canRecord(mode); err != nil {
 		return err
 	}
@@ -111,7 +140,12 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) (err erro
 		return withCode(ExitError, err)
 	}
 	dir, _ = filepath.Abs(dir)
-	script, err := fakeapi.ParseScript(fakeapiexamples.RESTToGraphQL)
+	if st.prepare != nil {
+		if err := st.prepare(dir); err != nil {
+			return withCode(ExitError, err)
+		}
+	}
+	script, err := fakeapi.ParseScript(st.script)
 	if err != nil {
 		return withCode(ExitError, fmt.Errorf("bundled script: %w", err))
 	}
@@ -165,7 +199,7 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) (err erro
 		return withCode(ExitUsage, err)
 	}
 	fmt.Fprintf(out, "troupe demo: a team on the bundled scripted model, in %s\n\n", dir)
-	res, runErr := sess.RunHeadless(a.ctx, demoGoal)
+	res, runErr := sess.RunHeadless(a.ctx, st.goal)
 	closeErr := sess.Close()
 	if err := finishRecord(); err != nil && closeErr == nil {
 		closeErr = err
@@ -184,13 +218,13 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) (err erro
 	if a.providerOverride != nil {
 		rep.ModelCalls, unmatched = tl.modelCalls(), 0 // replayed: the fake was not called
 	}
-	for _, f := range demoFiles {
-		if st, err := os.Stat(filepath.Join(dir, f)); err == nil && st.Size() > 0 {
+	for _, f := range st.files {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err == nil && fi.Size() > 0 {
 			rep.FilesWritten = append(rep.FilesWritten, f)
 		}
 	}
-	rep.OK = runErr == nil && closeErr == nil && unmatched == 0 && rep.TasksTotal == 4 && rep.TasksCompleted == 4 &&
-		len(rep.FilesWritten) == len(demoFiles)
+	rep.OK = runErr == nil && closeErr == nil && unmatched == 0 && rep.TasksTotal == st.tasks && rep.TasksCompleted == st.tasks &&
+		len(rep.FilesWritten) == len(st.files)
 	if asJSON {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
