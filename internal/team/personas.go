@@ -362,8 +362,8 @@ func taskRefs(text string) []string {
 		switch {
 		case strings.HasPrefix(f, "#") && digits(f[1:]):
 			out = append(out, f[1:])
-		case f == "task" && i+1 < len(fields) && digits(strings.TrimPrefix(fields[i+1], "#")):
-			out = append(out, strings.TrimPrefix(fields[i+1], "#"))
+		case f == "task" && i+1 < len(fields) && digits(fields[i+1]): // "task #4" is found by its "#4"
+			out = append(out, fields[i+1])
 		}
 	}
 	return out
