@@ -83,6 +83,17 @@ func (r *Rules) form(askedPattern, askedTheme string, characters []string) (form
 	return f, nil
 }
 
+// teammatesText is how many teammates a pattern wants ("3-5 teammates").
+func teammatesText(p pattern.Pattern) string {
+	switch {
+	case p.MinSize > 0 && p.MaxSize > p.MinSize:
+		return fmt.Sprintf("%d-%d teammates", p.MinSize-1, p.MaxSize-1)
+	case p.MinSize > 0:
+		return fmt.Sprintf("%d teammates", p.MinSize-1)
+	}
+	return fmt.Sprintf("%d teammates", p.Size)
+}
+
 func namedFirst(characters []string) bool {
 	return len(characters) > 0 && strings.TrimSpace(characters[0]) != ""
 }
@@ -115,11 +126,7 @@ func (f formation) describe() string {
 		fmt.Fprintf(&b, "\nPattern %q is not known, so it enforces nothing (your tools stay as they are).", f.pattern)
 	default:
 		p := f.pat
-		fmt.Fprintf(&b, "\nPattern %s: %s Team size: %s, you included (spawn %d teammates", p.Name, p.Description, p.SizeText(), p.Size)
-		if p.MaxSize > p.MinSize && p.MinSize > 0 {
-			fmt.Fprintf(&b, "; up to %d", p.MaxSize-1)
-		}
-		b.WriteString(").")
+		fmt.Fprintf(&b, "\nPattern %s: %s Team size: %s, you included: spawn %s.", p.Name, p.Description, p.SizeText(), teammatesText(p))
 		var roles []string
 		for _, ro := range p.Roles {
 			roles = append(roles, ro.Name)
@@ -289,6 +296,9 @@ func (r *Rules) leadRules() string {
 	if def == "" {
 		def = pattern.DefaultName
 	}
+	if p, ok := r.Patterns.Lookup(def); ok {
+		def = p.Name
+	}
 	b.WriteString("Team patterns (give TeamCreate a pattern, or the default applies):")
 	for _, p := range r.Patterns.All() {
 		lead := "you may work too"
@@ -296,9 +306,7 @@ func (r *Rules) leadRules() string {
 			lead = "you only manage"
 		}
 		mark := ""
-		if p.Name == def || strings.EqualFold(def, p.Name) {
-			mark = " (default)"
-		} else if q, ok := r.Patterns.Lookup(def); ok && q.Name == p.Name {
+		if p.Name == def {
 			mark = " (default)"
 		}
 		fmt.Fprintf(&b, "\n- %s%s: %s; %s.", p.Name, mark, p.SizeText(), lead)
