@@ -22,3 +22,9 @@ var RESTToGraphQL []byte
 //
 //go:embed rest-to-graphql-worktree.yaml
 var RESTToGraphQLWorktree []byte
+
+// LighthousePersonas is lighthouse-personas.yaml: seed 004's persona story
+// of `troupe demo --pattern fixed-theme --theme example`.
+//
+//go:embed lighthouse-personas.yaml
+var LighthousePersonas []byte

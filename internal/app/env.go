@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/memory"
 	"github.com/troupe-dev/troupe/internal/pattern"
 	"github.com/troupe-dev/troupe/internal/permission"
+	"github.com/troupe-dev/troupe/internal/persona"
 	"github.com/troupe-dev/troupe/internal/secret"
 	"github.com/troupe-dev/troupe/internal/settings"
 	"github.com/troupe-dev/troupe/internal/shell"
@@ -266,11 +267,28 @@ func (e *Env) loadRules(warn io.Writer) error {
 			fmt.Fprintf(warn, "troupe: pattern skipped: %s\n", w)
 		}
 	}
+	// Seed 004's default pattern: troupe's settings, else its
+	// .claude/team-themes/config.json, else fixed-theme.
+	themeCfg, err := pattern.ReadConfig(e.Dir)
+	if err != nil {
+		e.Logger.Warn("team patterns config skipped", "err", err)
+		if warn != nil {
+			fmt.Fprintf(warn, "troupe: %v (skipped)\n", err)
+		}
+	}
+	defPattern := pattern.DefaultChoice(s.DefaultPattern.Value, s.DefaultPattern.Source.Path, themeCfg).Name
+	themes := persona.Load(filepath.Join(e.Dir, filepath.FromSlash(persona.Dir)))
+	for _, w := range themes.Warnings {
+		e.Logger.Warn("theme skipped", "warning", w)
+		if warn != nil {
+			fmt.Fprintf(warn, "troupe: %s\n", w)
+		}
+	}
 	e.Rules = &team.Rules{
-		Policy: policy, Hooks: hooks, Guard: g, Patterns: pats,
-		History:        pattern.NewHistory(filepath.Join(e.StateDir, "history.jsonl")),
+		Policy: policy, Hooks: hooks, Guard: g, Patterns: pats, Themes: themes,
+		History:        persona.NewHistory(persona.DefaultHistoryPath()),
 		DefaultMode:    s.DefaultMode.Value,
-		DefaultPattern: s.DefaultPattern.Value,
+		DefaultPattern: defPattern,
 		TeammateModel:  s.TeammateModel.Value,
 		StateDir:       e.StateDir,
 

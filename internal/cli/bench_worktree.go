@@ -138,4 +138,3 @@ func benchRepo(ctx context.Context, dir string, files int) error {
 	}
 	return nil
 }
-

@@ -57,6 +57,8 @@ func (a *app) demoCmd() *cobra.Command {
 		mode     string
 		iso      string
 		cache    cacheFlags
+		pat      string
+		theme    string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -72,6 +74,17 @@ and the team deleted. Runs in a temporary workspace unless --workspace is given.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := a.demoWeb.checkBeside(); err != nil {
 				return err
+			}
+			if pat != "" || theme != "" {
+				if iso != "" {
+					return withCode(ExitUsage, fmt.Errorf("demo: --isolation plays the REST-to-GraphQL story; it cannot be combined with --pattern or --theme"))
+				}
+				st, err := personaStory(pat, theme)
+				if err != nil {
+					return withCode(ExitUsage, err)
+				}
+				a.demoCache = cache
+				return a.playDemo(st, asJSON, latency, mode)
 			}
 			if !asJSON && !headless && iso == "" {
 				if ok, err := a.demoTUI(latency, mode); ok || err != nil {
@@ -90,10 +103,29 @@ and the team deleted. Runs in a temporary workspace unless --workspace is given.
 	cmd.Flags().StringVar(&mode, "teammate-mode", team.ModeInProcess, "in-process or process")
 	a.demoWeb.add(cmd.Flags(), true)
 	cmd.Flags().StringVar(&iso, "isolation", "", "worktree: play the story in a git repository with every teammate in its own worktree, a merge queue, and a conflict that goes back to its owner")
+	cmd.Flags().StringVar(&pat, "pattern", "", "play seed 004's persona story under this team pattern (fixed-theme), headless")
+	cmd.Flags().StringVar(&theme, "theme", "", "the persona theme of that story (example)")
 	return cmd
 }
 
-func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) (err error) {
+// demoStory is one scripted story the demo plays.
+type demoStory struct {
+	script []byte
+	goal   string
+	files  []string // the files the team must leave
+	tasks  int      // the tasks it must complete
+	// prepare readies the workspace before the session (nil: nothing).
+	prepare func(dir string) error
+}
+
+// restStory is seed 000's REST-to-GraphQL story, the demo's own.
+var restStory = demoStory{script: fakeapiexamples.RESTToGraphQL, goal: demoGoal, files: demoFiles, tasks: 4}
+
+func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) error {
+	return a.playDemo(restStory, asJSON, latency, mode)
+}
+
+func (a *app) playDemo(st demoStory, asJSON bool, latency time.Duration, mode string) (err error) {
 	if err := a.canRecord(mode); err != nil {
 		return err
 	}
@@ -119,11 +151,16 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) (err erro
 		return withCode(ExitError, err)
 	}
 	dir, _ = filepath.Abs(dir)
+	if st.prepare != nil {
+		if err := st.prepare(dir); err != nil {
+			return withCode(ExitError, err)
+		}
+	}
 	iso, err := team.ParseIsolation(a.demoIsolation)
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
-	scriptText := fakeapiexamples.RESTToGraphQL
+	scriptText := st.script
 	if iso == team.IsolationWorktree {
 		if err := demoRepo(a.ctx, dir); err != nil {
 			return withCode(ExitError, err)
@@ -192,7 +229,7 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) (err erro
 	}
 	defer stopWeb()
 	fmt.Fprintf(out, "troupe demo: a team on the bundled scripted model, in %s\n\n", dir)
-	res, runErr := sess.RunHeadless(a.ctx, demoGoal)
+	res, runErr := sess.RunHeadless(a.ctx, st.goal)
 	closeErr := sess.Close()
 	if err := finishRecord(); err != nil && closeErr == nil {
 		closeErr = err
@@ -211,13 +248,13 @@ func (a *app) runDemo(asJSON bool, latency time.Duration, mode string) (err erro
 	if a.providerOverride != nil {
 		rep.ModelCalls, unmatched = tl.modelCalls(), 0 // replayed: the fake was not called
 	}
-	for _, f := range demoFiles {
-		if st, err := os.Stat(filepath.Join(dir, f)); err == nil && st.Size() > 0 {
+	for _, f := range st.files {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err == nil && fi.Size() > 0 {
 			rep.FilesWritten = append(rep.FilesWritten, f)
 		}
 	}
-	rep.OK = runErr == nil && closeErr == nil && unmatched == 0 && rep.TasksTotal == 4 && rep.TasksCompleted == 4 &&
-		len(rep.FilesWritten) == len(demoFiles)
+	rep.OK = runErr == nil && closeErr == nil && unmatched == 0 && rep.TasksTotal == st.tasks && rep.TasksCompleted == st.tasks &&
+		len(rep.FilesWritten) == len(st.files)
 	if asJSON {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/hook"
 	"github.com/troupe-dev/troupe/internal/pattern"
+	"github.com/troupe-dev/troupe/internal/persona"
 	"github.com/troupe-dev/troupe/internal/settings"
 )
 
@@ -118,7 +119,7 @@ func (a *app) patternsCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "patterns",
-		Short: "List the team patterns (built-in and .troupe/patterns/*.yaml) and the default",
+		Short: "List the team patterns (built-in and .troupe/patterns/*.yaml), the default and the persona themes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ws, s, err := a.loadSettings()
@@ -129,26 +130,33 @@ func (a *app) patternsCmd() *cobra.Command {
 			for _, w := range set.Warnings {
 				fmt.Fprintf(a.stderr, "troupe: warning: %s\n", w)
 			}
-			def, err := set.Default(s.DefaultPattern.Value)
+			cfg, err := pattern.ReadConfig(ws)
 			if err != nil {
-				fmt.Fprintf(a.stderr, "troupe: warning: team.defaultPattern in %s: %v\n", s.DefaultPattern.Source, err)
+				fmt.Fprintf(a.stderr, "troupe: warning: %v\n", err)
 			}
-			defSource := "builtin"
-			if s.DefaultPattern.Set() {
-				defSource = s.DefaultPattern.Source.Path
+			choice := pattern.DefaultChoice(s.DefaultPattern.Value, s.DefaultPattern.Source.Path, cfg)
+			def, err := set.Default(choice.Name)
+			if err != nil {
+				fmt.Fprintf(a.stderr, "troupe: warning: default pattern in %s: %v\n", choice.Source, err)
+			}
+			defSource := choice.Source
+			themes := persona.Load(filepath.Join(ws, filepath.FromSlash(persona.Dir)))
+			for _, w := range themes.Warnings {
+				fmt.Fprintf(a.stderr, "troupe: warning: %s\n", w)
 			}
 			if asJSON {
 				out := struct {
 					Default       string            `json:"default"`
 					DefaultSource string            `json:"default_source"`
 					Patterns      []pattern.Pattern `json:"patterns"`
-				}{def.Name, defSource, set.All()}
+					Themes        []persona.Theme   `json:"themes"`
+				}{def.Name, defSource, set.All(), themes.All()}
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
 				return enc.Encode(out)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tLEAD\tSIZE\tROLES\tSOURCE")
+			fmt.Fprintln(tw, "NAME\tALIASES\tLEAD\tSIZE\tROLES\tSOURCE")
 			for _, p := range set.All() {
 				name := p.Name
 				if p.Name == def.Name {
@@ -162,13 +170,21 @@ func (a *app) patternsCmd() *cobra.Command {
 				for _, r := range p.Roles {
 					roles = append(roles, r.Name)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", name, lead, p.Size, strings.Join(roles, ", "), rel(ws, p.Source))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, orDash(strings.Join(p.Aliases, ", ")), lead, p.SizeText(), strings.Join(roles, ", "), rel(ws, p.Source))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
 			if def.Name != "" {
 				fmt.Fprintf(a.stdout, "\nDefault pattern: %s (from %s)\n", def.Name, rel(ws, defSource))
+			}
+			fmt.Fprintln(a.stdout, "\nThemes:")
+			for _, th := range themes.All() {
+				var chars []string
+				for _, c := range th.Characters {
+					chars = append(chars, c.Name)
+				}
+				fmt.Fprintf(a.stdout, "  %s (%s): %s\n", th.Name, rel(ws, th.Source), strings.Join(chars, ", "))
 			}
 			return nil
 		},

@@ -482,6 +482,17 @@ func (a *app) teamStatusCmd() *cobra.Command {
 				fmt.Fprintf(a.stdout, ": %s", cell(r.Description, 80))
 			}
 			fmt.Fprintf(a.stdout, "\nPattern %s, created %s\n", orDash(r.Pattern), r.CreatedAt.Local().Format(time.DateTime))
+			if r.Theme != "" {
+				var cast []string
+				for _, p := range r.Personas {
+					who := p.Member
+					if who == "" {
+						who = "not yet played"
+					}
+					cast = append(cast, fmt.Sprintf("%s (%s)", p.Name, who))
+				}
+				fmt.Fprintf(a.stdout, "Theme %s: %s\n", r.Theme, strings.Join(cast, ", "))
+			}
 			fmt.Fprintf(a.stdout, "Tasks: %d pending, %d in progress, %d completed",
 				st.Tasks[store.TaskPending], st.Tasks[store.TaskInProgress], st.Tasks[store.TaskCompleted])
 			if n := len(board.Corrupt); n > 0 {
@@ -499,8 +510,17 @@ func (a *app) teamStatusCmd() *cobra.Command {
 				}
 				rows = append(rows, []string{m.Name, orDash(m.Role), st.Health[m.Name], orDash(m.Model), fmt.Sprint(st.Inbox[m.Name])})
 			}
+			head := "NAME\tROLE\tSTATUS\tMODEL\tUNREAD"
+			if r.Theme != "" {
+				// A team playing characters shows who plays whom.
+				for i, row := range rows {
+					p, _ := r.PersonaOf(row[0])
+					rows[i] = append(row[:2:2], append([]string{orDash(p.Name)}, row[2:]...)...)
+				}
+				head = "NAME\tROLE\tPERSONA\tSTATUS\tMODEL\tUNREAD"
+			}
 			if st.Presence == nil {
-				return table(a.stdout, "NAME\tROLE\tSTATUS\tMODEL\tUNREAD", rows)
+				return table(a.stdout, head, rows)
 			}
 			where := map[string]store.Presence{}
 			for _, p := range st.Presence {
@@ -514,7 +534,7 @@ func (a *app) teamStatusCmd() *cobra.Command {
 				}
 				rows[i] = append(row, host, fmt.Sprint(p.Lag))
 			}
-			return table(a.stdout, "NAME\tROLE\tSTATUS\tMODEL\tUNREAD\tHOST\tLAG", rows)
+			return table(a.stdout, head+"\tHOST\tLAG", rows)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -75,12 +75,16 @@ rules:
     contains: "Start the team"
     reply:
       - text: "Setting up **a team** for the check."
-      - tool_use: {name: TeamCreate, input: {team_name: e2e}}
+      - tool_use: {name: TeamCreate, input: {team_name: e2e, pattern: mixed-genius}}
       - tool_use: {name: Task, input: {team_name: e2e, name: alice, role: tester, description: tester, permission_mode: default, prompt: "Run the check."}}
   - agent: team-lead
     contains: "Check the tree yourself"
     reply:
       - tool_use: {name: bash, input: {command: "truncate -s 0 lead-checked"}}
+  - agent: team-lead
+    contains: "Dissolve the team"
+    reply:
+      - tool_use: {name: TeamDelete, input: {force: true}}
   - agent: team-lead
     times: 0
     reply: [{text: "Noted."}]
@@ -131,6 +135,7 @@ rules:
 	x.waitFor("Tell the lead what to do")
 	x.typeLine("Start the team.")
 	x.waitFor("Setting up a team")
+	x.waitFor("mixed-genius") // the team's pattern, in the status line
 	x.until("alice in the side panel", func() bool {
 		screen := x.screen()
 		for _, glyph := range []string{"●", "⚑", "○"} {
@@ -173,6 +178,21 @@ rules:
 	x.until("the lead's approved command to run", func() bool {
 		_, err := os.Stat(filepath.Join(ws, "lead-checked"))
 		return err == nil
+	})
+
+	// Seed 004: the team is dissolved only on the human's explicit
+	// approval; the lead's TeamDelete waits for it.
+	teamDir := filepath.Join(ws, ".troupe", "teams", "e2e")
+	x.typeLine("Dissolve the team.")
+	x.waitFor("⚑ team-lead asks to run TeamDelete")
+	if _, err := os.Stat(filepath.Join(teamDir, "config.json")); err != nil {
+		t.Fatalf("the team was dissolved before the human answered: %v", err)
+	}
+	x.keys("y")
+	x.waitFor("You allowed team-lead: TeamDelete.")
+	x.until("the team to be dissolved", func() bool {
+		_, err := os.Stat(teamDir)
+		return os.IsNotExist(err)
 	})
 
 	x.typeLine("/quit")

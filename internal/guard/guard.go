@@ -19,7 +19,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -43,12 +45,23 @@ const maxMessageFile = 1 << 20
 type Guard struct {
 	words  []string
 	exempt []string
+
+	// run are the words of the running team (its personas and theme),
+	// added at TeamCreate and taken off at TeamDelete; runMu guards it, as
+	// every agent's gate reads it while the lead's tools change it.
+	runMu sync.RWMutex
+	run   []string
 }
+
+// DefaultExempt are the operational guides seed 004 lets name the
+// characters, since they hold the rules of playing them: CLAUDE.md, the
+// team specs and the themes themselves.
+var DefaultExempt = []string{"CLAUDE.md", "**/CLAUDE.md", ".claude/team-themes/**", "docs/specs/agentic/teams/**"}
 
 // New returns a guard for words (blank ones are dropped); exempt are
 // workspace-relative doublestar globs of files it leaves alone (a team's
-// operating guide that must name the personas). An invalid glob is an
-// error naming it.
+// operating guide that must name the personas), added to DefaultExempt.
+// An invalid glob is an error naming it.
 func New(words, exempt []string) (*Guard, error) {
 	g := &Guard{}
 	for _, w := range words {
@@ -56,7 +69,7 @@ func New(words, exempt []string) (*Guard, error) {
 			g.words = append(g.words, w)
 		}
 	}
-	for _, e := range exempt {
+	for _, e := range append(slices.Clone(DefaultExempt), exempt...) {
 		e = strings.TrimPrefix(strings.TrimSpace(e), "./")
 		if !doublestar.ValidatePattern(e) {
 			return nil, fmt.Errorf("artifact guard: exempt pattern %q is not a valid glob", e)
@@ -66,16 +79,56 @@ func New(words, exempt []string) (*Guard, error) {
 	return g, nil
 }
 
-// Empty reports whether the guard has no words.
-func (g *Guard) Empty() bool { return g == nil || len(g.words) == 0 }
+// SetRunWords replaces the running team's words (persona names, theme
+// words): they are refused as the listed words are, until the next call
+// (nil: the team is gone). A nil guard ignores them.
+func (g *Guard) SetRunWords(words []string) {
+	if g == nil {
+		return
+	}
+	var run []string
+	for _, w := range words {
+		if w = strings.TrimSpace(w); w != "" && !slices.Contains(run, w) {
+			run = append(run, w)
+		}
+	}
+	g.runMu.Lock()
+	g.run = run
+	g.runMu.Unlock()
+}
 
-// Find returns the listed words text contains, each once, in list order.
-func (g *Guard) Find(text string) []string {
-	var out []string
+// RunWords returns the running team's words.
+func (g *Guard) RunWords() []string {
 	if g == nil {
 		return nil
 	}
-	for _, w := range g.words {
+	g.runMu.RLock()
+	defer g.runMu.RUnlock()
+	return slices.Clone(g.run)
+}
+
+// all is every word the guard refuses now: the listed ones, then the
+// running team's.
+func (g *Guard) all() []string {
+	if g == nil {
+		return nil
+	}
+	g.runMu.RLock()
+	defer g.runMu.RUnlock()
+	if len(g.run) == 0 {
+		return g.words
+	}
+	return append(slices.Clone(g.words), g.run...)
+}
+
+// Empty reports whether the guard has no words, listed or of the running
+// team.
+func (g *Guard) Empty() bool { return len(g.all()) == 0 }
+
+// Find returns the words text contains, each once, in list order.
+func (g *Guard) Find(text string) []string {
+	var out []string
+	for _, w := range g.all() {
 		if count(text, w) > 0 {
 			out = append(out, w)
 		}
@@ -83,17 +136,22 @@ func (g *Guard) Find(text string) []string {
 	return out
 }
 
-// added returns the first listed word newText has more often than oldText.
+// added returns the first word newText has more often than oldText.
 func (g *Guard) added(newText, oldText string) (string, bool) {
-	if g == nil {
-		return "", false
-	}
-	for _, w := range g.words {
+	for _, w := range g.all() {
 		if count(newText, w) > count(oldText, w) {
 			return w, true
 		}
 	}
 	return "", false
+}
+
+// why says where a refused word comes from.
+func (g *Guard) why(w string) string {
+	if g != nil && slices.Contains(g.words, w) {
+		return "a word listed in artifactGuard.words"
+	}
+	return "a persona name or theme word of the running team"
 }
 
 func (g *Guard) exempted(path string) bool {
@@ -113,7 +171,7 @@ func (g *Guard) CheckWrite(path, newContent, oldContent string) error {
 		return nil
 	}
 	if w, ok := g.added(newContent, oldContent); ok {
-		return fmt.Errorf("%w: %s would contain %q, a word listed in artifactGuard.words; files the team writes must not contain it", ErrListedWord, path, w)
+		return fmt.Errorf("%w: %s would contain %q, %s; files the team writes must not contain it", ErrListedWord, path, w, g.why(w))
 	}
 	return nil
 }
@@ -124,7 +182,7 @@ func (g *Guard) CheckEdit(path, oldString, newString string) error {
 		return nil
 	}
 	if w, ok := g.added(newString, oldString); ok {
-		return fmt.Errorf("%w: the edit of %s would add %q, a word listed in artifactGuard.words; files the team writes must not contain it", ErrListedWord, path, w)
+		return fmt.Errorf("%w: the edit of %s would add %q, %s; files the team writes must not contain it", ErrListedWord, path, w, g.why(w))
 	}
 	return nil
 }
@@ -152,7 +210,7 @@ func (g *Guard) CheckBash(command string, read ReadFile) error {
 				m = command
 			}
 			if w := g.Find(m); len(w) > 0 {
-				return commitErr(w[0])
+				return g.commitErr(w[0])
 			}
 		}
 		for _, f := range files {
@@ -160,7 +218,7 @@ func (g *Guard) CheckBash(command string, read ReadFile) error {
 				// The message comes on stdin: a here-document or a pipe
 				// somewhere on the line.
 				if w := g.Find(command); len(w) > 0 {
-					return commitErr(w[0])
+					return g.commitErr(w[0])
 				}
 				continue
 			}
@@ -172,15 +230,15 @@ func (g *Guard) CheckBash(command string, read ReadFile) error {
 				continue // git itself will fail on a missing file
 			}
 			if w := g.Find(text); len(w) > 0 {
-				return commitErr(w[0])
+				return g.commitErr(w[0])
 			}
 		}
 	}
 	return nil
 }
 
-func commitErr(w string) error {
-	return fmt.Errorf("%w: the commit message would contain %q, a word listed in artifactGuard.words; commit messages must not contain it", ErrListedWord, w)
+func (g *Guard) commitErr(w string) error {
+	return fmt.Errorf("%w: the commit message would contain %q, %s; commit messages must not contain it", ErrListedWord, w, g.why(w))
 }
 
 // commitMessages finds `git [global options] commit ...` in words and
@@ -392,7 +450,7 @@ func (g *Guard) checkInput(call agent.Call) error {
 	}
 	walk(v)
 	if w := g.Find(text.String()); len(w) > 0 {
-		return fmt.Errorf("%w: the input of %s (a tool of kind %s) contains %q, a word listed in artifactGuard.words; what the team sends or leaves behind must not contain it", ErrListedWord, call.Name, call.Kind, w[0])
+		return fmt.Errorf("%w: the input of %s (a tool of kind %s) contains %q, %s; what the team sends or leaves behind must not contain it", ErrListedWord, call.Name, call.Kind, w[0], g.why(w[0]))
 	}
 	return nil
 }
@@ -462,7 +520,7 @@ func (g *Guard) ScanChanged(ctx context.Context, ws *tool.Workspace, since time.
 			return nil
 		}
 		if w := g.Find(text); len(w) > 0 {
-			found = append(found, fmt.Sprintf("%s: %s now contains %q, a word listed in artifactGuard.words; files the team writes must not contain it: remove it", ErrListedWord, rel, w[0]))
+			found = append(found, fmt.Sprintf("%s: %s now contains %q, %s; files the team writes must not contain it: remove it", ErrListedWord, rel, w[0], g.why(w[0])))
 		}
 		return nil
 	})
@@ -474,11 +532,17 @@ func (g *Guard) ScanChanged(ctx context.Context, ws *tool.Workspace, since time.
 // what it does may do anything) it reports, in the call's result, the
 // changed files that now hold a listed word, and marks the result an error
 // so the model acts on it.
+//
+// A guard with no words yet still gives one (nil only for a nil guard):
+// a team's persona names may be added after the agent is made.
 func (g *Guard) AfterBash(ws *tool.Workspace) func(ctx context.Context, call agent.Call, res *tool.Result) {
-	if g.Empty() {
+	if g == nil {
 		return nil
 	}
 	return func(ctx context.Context, call agent.Call, res *tool.Result) {
+		if g.Empty() {
+			return
+		}
 		if call.Kind != kind.Execute && call.Kind != kind.Unknown || call.Started.IsZero() {
 			return
 		}

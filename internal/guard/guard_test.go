@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/tool/kind"
@@ -281,7 +283,70 @@ func TestAfterBash(t *testing.T) {
 	if !res.IsError || !strings.Contains(res.Content, "out/notes.txt") {
 		t.Fatalf("result after a tool of unknown kind: %+v", res)
 	}
-	if (&Guard{}).AfterBash(ws) != nil {
-		t.Error("an empty guard scans")
+	if (*Guard)(nil).AfterBash(ws) != nil {
+		t.Error("a nil guard scans")
+	}
+	// A guard with no words yet scans nothing, until the running team's
+	// words arrive.
+	empty, _ := New(nil, nil)
+	later := empty.AfterBash(ws)
+	res = tool.Result{Content: "ok"}
+	later(context.Background(), agent.Call{Name: "bash", Kind: kind.Execute, Started: start}, &res)
+	if res.IsError {
+		t.Fatalf("an empty guard reported: %+v", res)
+	}
+	empty.SetRunWords([]string{"Lynx"})
+	later(context.Background(), agent.Call{Name: "bash", Kind: kind.Execute, Started: start}, &res)
+	if !res.IsError || !strings.Contains(res.Content, `"Lynx", a persona name or theme word of the running team`) {
+		t.Fatalf("the running team's words were not looked for: %+v", res)
+	}
+}
+
+// TestRunWords: the running team's words are refused like listed ones,
+// with their own reason, until they are taken off; the operational guides
+// seed 004 names stay writable.
+func TestRunWords(t *testing.T) {
+	g, err := New([]string{"Zephyra"}, []string{"guides/**"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.CheckWrite("a.go", "// Marlow was here", ""); err != nil {
+		t.Fatalf("refused before the team: %v", err)
+	}
+	g.SetRunWords([]string{"Marlow", " ", "Marlow", "Saltmarsh Light"})
+	if diff := cmp.Diff([]string{"Marlow", "Saltmarsh Light"}, g.RunWords()); diff != "" {
+		t.Error(diff)
+	}
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"file", g.CheckWrite("a.go", "// Marlow was here", ""), `a.go would contain "Marlow", a persona name or theme word`},
+		{"edit", g.CheckEdit("a.go", "x", "Saltmarsh Light"), `would add "Saltmarsh Light", a persona name`},
+		{"commit", g.CheckBash(`git commit -m "Marlow: fix"`, nil), `commit message would contain "Marlow", a persona name`},
+		{"listed word keeps its reason", g.CheckWrite("a.go", "Zephyra", ""), "artifactGuard.words"},
+		{"CLAUDE.md", g.CheckWrite("CLAUDE.md", "Marlow speaks softly", ""), ""},
+		{"nested CLAUDE.md", g.CheckWrite("sub/CLAUDE.md", "Marlow", ""), ""},
+		{"themes", g.CheckWrite(".claude/team-themes/example.json", "Marlow", ""), ""},
+		{"team specs", g.CheckWrite("docs/specs/agentic/teams/fixed-theme.md", "Marlow", ""), ""},
+		{"configured", g.CheckWrite("guides/team.md", "Marlow", ""), ""},
+	}
+	for _, tt := range tests {
+		switch {
+		case tt.want == "" && tt.err != nil:
+			t.Errorf("%s: refused: %v", tt.name, tt.err)
+		case tt.want != "" && (tt.err == nil || !strings.Contains(tt.err.Error(), tt.want)):
+			t.Errorf("%s: %v, want %q", tt.name, tt.err, tt.want)
+		}
+	}
+	g.SetRunWords(nil)
+	if err := g.CheckWrite("a.go", "// Marlow was here", ""); err != nil {
+		t.Errorf("refused after the team: %v", err)
+	}
+	var nilGuard *Guard
+	nilGuard.SetRunWords([]string{"x"})
+	if nilGuard.RunWords() != nil {
+		t.Error("a nil guard kept words")
 	}
 }

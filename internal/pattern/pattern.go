@@ -1,8 +1,9 @@
 // Package pattern describes team patterns: the roles a team is made of, its
-// size, and whether the lead also works or only manages (seed 004's two
-// styles). Built-in patterns come first; user patterns are read from
-// .troupe/patterns/*.yaml. A history file records the patterns and member
-// names a workspace used, so that a user can avoid repeating them.
+// size, and whether the lead also works or only manages (seed 004's
+// fixed-theme and mixed-genius). Built-in patterns come first; user
+// patterns are read from .troupe/patterns/*.yaml. The default pattern is
+// read from seed 004's .claude/team-themes/config.json or troupe's
+// settings, and is fixed-theme when nothing names one.
 //
 // It must never depend on agents or teams: the team runtime asks it
 // questions (ManageOnly) and enforces the answers.
@@ -40,6 +41,13 @@ type Pattern struct {
 	LeadWorks bool `yaml:"lead_works" json:"lead_works"`
 	// Size is the number of teammates, the lead not counted.
 	Size int `yaml:"size" json:"size"`
+	// MinSize and MaxSize bound the whole team, the lead counted, as seed
+	// 004 counts it ("4〜6人"); 0: not bounded.
+	MinSize int `yaml:"min_size,omitempty" json:"min_size,omitempty"`
+	MaxSize int `yaml:"max_size,omitempty" json:"max_size,omitempty"`
+	// Personas: members play characters from a theme (display names and
+	// voices over their unchanged internal names).
+	Personas bool `yaml:"personas,omitempty" json:"personas,omitempty"`
 	// Roles are assigned to teammates in order, starting again from the
 	// first when there are more teammates than roles.
 	Roles []Role `yaml:"roles" json:"roles"`
@@ -52,46 +60,68 @@ type Pattern struct {
 // ManageOnly reports whether the lead only manages under this pattern.
 func (p Pattern) ManageOnly() bool { return !p.LeadWorks }
 
-// The built-in patterns' names.
+// SizeText says how big the team is, the lead counted ("4-6 members").
+func (p Pattern) SizeText() string {
+	switch {
+	case p.MinSize > 0 && p.MaxSize > p.MinSize:
+		return fmt.Sprintf("%d-%d members", p.MinSize, p.MaxSize)
+	case p.MinSize > 0:
+		return fmt.Sprintf("%d members", p.MinSize)
+	}
+	return fmt.Sprintf("%d members", p.Size+1)
+}
+
+// The built-in patterns' names: seed 004's.
 const (
-	// FullTeam: a lead that only manages and four teammates (seed 004's
-	// first, default style).
-	FullTeam = "full-team"
-	// SmallTeam: a lead that also works with two teammates (seed 004's
-	// light style).
+	// FixedTheme: a full team of four to six, all from one theme; the lead
+	// only manages (delegate mode recommended).
+	FixedTheme = "fixed-theme"
+	// MixedGenius: a light team of two or three, the session's own
+	// character plus "genius" characters; the lead works too.
+	MixedGenius = "mixed-genius"
+	// FullTeam and SmallTeam are the names troupe used first; they stay as
+	// aliases of FixedTheme and MixedGenius.
+	FullTeam  = "full-team"
 	SmallTeam = "small-team"
-	// DefaultName is the pattern used when settings name none.
-	DefaultName = FullTeam
+	// DefaultName is the pattern used when nothing names one (seed 004:
+	// "未設定時は fixed-theme").
+	DefaultName = FixedTheme
 )
 
 // Builtins returns the built-in patterns.
 func Builtins() []Pattern {
 	return []Pattern{
 		{
-			Name:        FullTeam,
-			Description: "A full team: the lead only breaks the work down, assigns it, and reports; teammates do all the work.",
+			Name:        FixedTheme,
+			Description: "A full team from one theme: the lead only breaks the work down, assigns it and reports (delegate mode recommended); teammates do all the work.",
 			LeadWorks:   false,
 			Size:        4,
+			MinSize:     4,
+			MaxSize:     6,
 			Roles: []Role{
 				{Name: "implementer", Description: "Writes the code of one area, with its tests."},
 				{Name: "implementer", Description: "Writes the code of another area, with its tests."},
 				{Name: "tester", Description: "Writes and runs tests across the work; reports failures to their owners."},
 				{Name: "reviewer", Description: "Reviews each change for correctness, style and risk before it is done."},
 			},
-			Aliases: []string{"fixed-theme"},
-			Source:  "builtin",
+			Personas: true,
+			Aliases:  []string{FullTeam},
+			Source:   "builtin",
 		},
 		{
-			Name:        SmallTeam,
-			Description: "A light team: the lead works too, with a couple of teammates for parallel or second-opinion work.",
+			Name:        MixedGenius,
+			Description: "A light team: the session's own character leads and works too, with one or two \"genius\" characters for parallel or second-opinion work.",
 			LeadWorks:   true,
 			Size:        2,
+			MinSize:     2,
+			MaxSize:     3,
 			Roles: []Role{
 				{Name: "implementer", Description: "Takes a self-contained part of the work."},
 				{Name: "reviewer", Description: "Reviews and tests what the lead and the implementer write."},
 			},
-			Aliases: []string{"mixed-genius"},
-			Source:  "builtin",
+			Personas: true,
+			Aliases:  []string{SmallTeam},
+			Source:   "builtin",
 		},
 	}
 }
@@ -162,6 +192,8 @@ func Parse(data []byte, name string) (Pattern, error) {
 		return Pattern{}, fmt.Errorf("name %q: want lower-case letters, digits, '.', '_' or '-', at most 40", p.Name)
 	case p.Size < 0:
 		return Pattern{}, fmt.Errorf("size %d: want zero or more teammates", p.Size)
+	case p.MinSize < 0 || p.MaxSize < 0 || (p.MaxSize > 0 && p.MaxSize < p.MinSize):
+		return Pattern{}, fmt.Errorf("min_size %d, max_size %d: want 0 <= min_size <= max_size", p.MinSize, p.MaxSize)
 	}
 	for i, r := range p.Roles {
 		if strings.TrimSpace(r.Name) == "" {
@@ -221,8 +253,8 @@ func (s *Set) ManageOnly(name string) bool {
 	return ok && p.ManageOnly()
 }
 
-// Default returns the pattern configured as the default (settings'
-// team.defaultPattern), or DefaultName when none is configured. A
+// Default returns the pattern configured as the default (see
+// DefaultSource), or DefaultName when none is configured. A
 // configured name that is unknown is an error naming the known ones.
 func (s *Set) Default(configured string) (Pattern, error) {
 	name := configured

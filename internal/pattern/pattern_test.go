@@ -4,9 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -27,10 +25,10 @@ func TestManageOnly(t *testing.T) {
 		name string
 		want bool
 	}{
-		{FullTeam, true},      // the lead only manages: its edits are refused
-		{"fixed-theme", true}, // seed 004's name for it
-		{SmallTeam, false},    // the lead works too
-		{"mixed-genius", false},
+		{FixedTheme, true}, // the lead only manages: its edits are refused
+		{FullTeam, true},   // troupe's first name for it
+		{MixedGenius, false},
+		{SmallTeam, false}, // the lead works too
 		{"", false},        // not recorded yet: fail open
 		{"no-such", false}, // unknown: fail open
 	}
@@ -55,7 +53,7 @@ roles:
   - {name: performance, mcp_servers: [github]}
   - {name: style}
 `)
-	writeFile(t, filepath.Join(dir, "small.yml"), "name: small-team\nlead_works: true\nsize: 1\nroles: [{name: pair}]\n")
+	writeFile(t, filepath.Join(dir, "small.yml"), "name: mixed-genius\nlead_works: true\nsize: 1\nroles: [{name: pair}]\n")
 	writeFile(t, filepath.Join(dir, "broken.yaml"), "name: [\n")
 	writeFile(t, filepath.Join(dir, "typo.yaml"), "lead_work: true\n")
 	writeFile(t, filepath.Join(dir, "BadName.yaml"), "name: Has Spaces\n")
@@ -75,7 +73,7 @@ roles:
 	if !s.ManageOnly("review-board") {
 		t.Error("review-board should be manage-only")
 	}
-	if p, _ := s.Lookup("small-team"); p.Size != 1 || p.Source != filepath.Join(dir, "small.yml") {
+	if p, _ := s.Lookup("mixed-genius"); p.Size != 1 || p.Source != filepath.Join(dir, "small.yml") {
 		t.Errorf("a user pattern did not replace the built-in: %+v", p)
 	}
 	if len(s.Warnings) != 4 {
@@ -90,20 +88,20 @@ roles:
 	for _, p := range s.All() {
 		names = append(names, p.Name)
 	}
-	if diff := cmp.Diff([]string{FullTeam, SmallTeam, "review-board"}, names); diff != "" {
+	if diff := cmp.Diff([]string{FixedTheme, MixedGenius, "review-board"}, names); diff != "" {
 		t.Error(diff)
 	}
 }
 
 func TestDefault(t *testing.T) {
 	s := Load("")
-	if p, err := s.Default(""); err != nil || p.Name != FullTeam {
+	if p, err := s.Default(""); err != nil || p.Name != FixedTheme {
 		t.Errorf("Default(\"\") = %v, %v", p.Name, err)
 	}
-	if p, err := s.Default("small-team"); err != nil || p.Name != SmallTeam {
+	if p, err := s.Default("small-team"); err != nil || p.Name != MixedGenius {
 		t.Errorf("Default(small-team) = %v, %v", p.Name, err)
 	}
-	if _, err := s.Default("nope"); err == nil || !strings.Contains(err.Error(), "full-team, small-team") {
+	if _, err := s.Default("nope"); err == nil || !strings.Contains(err.Error(), "fixed-theme, mixed-genius") {
 		t.Errorf("Default(nope) = %v", err)
 	}
 }
@@ -120,58 +118,6 @@ func TestRoleFor(t *testing.T) {
 	}
 }
 
-func TestHistory(t *testing.T) {
-	h := NewHistory(filepath.Join(t.TempDir(), ".troupe", "history.jsonl"))
-	if got, err := h.Read(); err != nil || got != nil {
-		t.Fatalf("empty history = %v, %v", got, err)
-	}
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	entries := []HistoryEntry{
-		{Time: t0, Team: "a", Pattern: FullTeam, Members: []string{"ada", "bob"}},
-		{Time: t0.Add(time.Hour), Team: "b", Pattern: SmallTeam, Members: []string{"cy", "ada"}},
-	}
-	for _, e := range entries {
-		if err := h.Append(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A torn last line is skipped.
-	f, err := os.OpenFile(h.Path(), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString(`{"team": "c", "pat`)
-	f.Close()
-	got, err := h.Read()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]HistoryEntry{entries[1], entries[0]}, got); diff != "" {
-		t.Errorf("Read (-want +got):\n%s", diff)
-	}
-	used, _ := h.UsedMembers()
-	if diff := cmp.Diff([]string{"cy", "ada", "bob"}, used); diff != "" {
-		t.Error(diff)
-	}
-}
-
-func TestHistoryConcurrentAppends(t *testing.T) {
-	h := NewHistory(filepath.Join(t.TempDir(), "history.jsonl"))
-	var wg sync.WaitGroup
-	for i := range 20 {
-		wg.Go(func() {
-			if err := h.Append(HistoryEntry{Team: "t", Members: []string{strings.Repeat("x", 1000+i)}}); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	got, err := h.Read()
-	if err != nil || len(got) != 20 {
-		t.Errorf("%d entries, %v", len(got), err)
-	}
-}
-
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: x\nlead_works: true\nsize: 2\nroles: [{name: a}]\n"))
 	f.Add([]byte("roles: {}"))
@@ -181,4 +127,51 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted name %q", p.Name)
 		}
 	})
+}
+
+func TestSizeText(t *testing.T) {
+	s := Load("")
+	tests := []struct{ name, want string }{{FixedTheme, "4-6 members"}, {MixedGenius, "2-3 members"}}
+	for _, tt := range tests {
+		p, _ := s.Lookup(tt.name)
+		if got := p.SizeText(); got != tt.want {
+			t.Errorf("%s: SizeText() = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	if got := (Pattern{Size: 2}).SizeText(); got != "3 members" {
+		t.Errorf("unbounded: %q", got)
+	}
+}
+
+func TestConfigAndDefaultChoice(t *testing.T) {
+	ws := t.TempDir()
+	c, err := ReadConfig(ws)
+	if err != nil || c != (Config{}) {
+		t.Fatalf("no file: %+v, %v", c, err)
+	}
+	if got := DefaultChoice("", "", c); got != (Choice{Name: FixedTheme, Source: "builtin"}) {
+		t.Errorf("nothing set: %+v", got)
+	}
+	path := filepath.Join(ws, ".claude", "team-themes", "config.json")
+	writeFile(t, path, `{"default_pattern": "mixed-genius"}`)
+	c, err = ReadConfig(ws)
+	if err != nil || c.DefaultPattern != MixedGenius || c.Path != path {
+		t.Fatalf("config: %+v, %v", c, err)
+	}
+	if got := DefaultChoice("", "", c); got != (Choice{Name: MixedGenius, Source: path}) {
+		t.Errorf("config only: %+v", got)
+	}
+	if got := DefaultChoice("small-team", "/s.json", c); got != (Choice{Name: "small-team", Source: "/s.json"}) {
+		t.Errorf("settings win: %+v", got)
+	}
+	writeFile(t, path, `{"defaultPattern": "fixed-theme"}`)
+	if c, err = ReadConfig(ws); err != nil || c.DefaultPattern != FixedTheme {
+		t.Errorf("camel case key: %+v, %v", c, err)
+	}
+	for _, bad := range []string{`[1]`, `{"default_pattern": 3}`, `{`} {
+		writeFile(t, path, bad)
+		if _, err := ReadConfig(ws); err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: error %v does not name the file", bad, err)
+		}
+	}
 }

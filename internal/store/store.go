@@ -188,7 +188,31 @@ type Roster struct {
 	CreatedAt   time.Time `json:"created_at"`
 	Lead        string    `json:"lead"`
 	Pattern     string    `json:"pattern"`
-	Members     []Member  `json:"members"`
+	// Theme is the persona theme the team plays ("": none); Personas are
+	// the characters cast for it, each with the member playing it once one
+	// does (seed 004's characters; internal names never change).
+	Theme    string    `json:"theme,omitempty"`
+	Personas []Persona `json:"personas,omitempty"`
+	Members  []Member  `json:"members"`
+}
+
+// Persona is a character a member plays: a display name, a role and a
+// voice. Member is "" until a member is given it.
+type Persona struct {
+	Name   string `json:"name"`
+	Role   string `json:"role,omitempty"`
+	Voice  string `json:"voice,omitempty"`
+	Member string `json:"member,omitempty"`
+}
+
+// PersonaOf returns the persona member plays, if any.
+func (r *Roster) PersonaOf(member string) (Persona, bool) {
+	for _, p := range r.Personas {
+		if p.Member != "" && p.Member == member {
+			return p, true
+		}
+	}
+	return Persona{}, false
 }
 
 // Member is one teammate on the roster.

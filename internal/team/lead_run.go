@@ -54,7 +54,11 @@ func (s *Session) result(r *Result) *Result {
 func leadSystem(cfg Config, id agent.Identity) string {
 	sys := cfg.SystemPrompt
 	if strings.TrimSpace(sys) == "" {
-		sys = agent.Prompt{Identity: id, Workspace: cfg.Workspace.Dir(), Instructions: leadInstructions, Sections: cfg.Sections}.String()
+		instr := leadInstructions
+		if rules := cfg.Rules.leadRules(); rules != "" {
+			instr += "\n\n" + rules
+		}
+		sys = agent.Prompt{Identity: id, Workspace: cfg.Workspace.Dir(), Instructions: instr, Sections: cfg.Sections}.String()
 	}
 	if a := strings.TrimSpace(cfg.AppendSystemPrompt); a != "" {
 		sys = strings.TrimRight(sys, "\n") + "\n\n" + a + "\n"
@@ -72,11 +76,15 @@ func (s *Session) PermissionMode() string {
 
 // SetPermissionMode switches the lead's permission mode from its next tool
 // call on (Shift+Tab in the terminal UI); teammates spawned later inherit
-// it unless the settings name a default. Delegate is refused here: it
-// changes the lead's tools, which are fixed when the session starts.
+// it unless the settings name a default. Delegate is taken only once the
+// lead has a team: its tools stay registered, and the gate refuses all but
+// management ones at each call (leadMode), so the switch needs no restart.
 func (s *Session) SetPermissionMode(mode string) error {
-	if !validPermissionMode(mode) || mode == PermDelegate {
-		return fmt.Errorf("team: cannot switch the lead to permission mode %q (want one of %s)", mode, modeNames(permission.TeammateModes))
+	if mode == PermDelegate {
+		return s.switchDelegate()
+	}
+	if !validPermissionMode(mode) {
+		return fmt.Errorf("team: cannot switch the lead to permission mode %q (want one of %s)", mode, modeNames(permission.Modes))
 	}
 	s.mu.Lock()
 	s.cfg.PermissionMode = mode

@@ -141,6 +141,11 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	b := &binding{self: m.name, member: m, fixed: cfg.Team, proto: m.proto, em: m.emitter(), rules: cfg.Rules, who: m.who}
 	id := agent.Identity{Name: m.name, Role: m.me.Role, Team: r.Name}
 	instr := teammateInstructions(store.LeadName)
+	if p := teammatePersona(r, me.Name); p != "" {
+		instr += "\n\n" + p
+		// A teammate in its own process guards the team's words too.
+		cfg.Rules.playTheme(r.Theme, r.Personas)
+	}
 	if m.me.PlanModeRequired {
 		instr += "\n\n" + planModeInstructions
 	}

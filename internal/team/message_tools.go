@@ -174,6 +174,9 @@ func (b *binding) sendMessage(ctx context.Context, a sendMessageArgs) (string, e
 	if err != nil {
 		return "", err
 	}
+	if !b.lead && typ == store.TypeMessage && sent.To == store.LeadName {
+		b.announced.note(sent.Content)
+	}
 	switch typ {
 	case store.TypeShutdownRequest:
 		b.proto.sentShutdown(sent.RequestID, sent.To)

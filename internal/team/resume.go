@@ -45,6 +45,7 @@ func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 	}
 	s.cur.team, s.cur.pattern = t, r.Pattern
 	s.mu.Unlock()
+	s.cfg.Rules.playTheme(r.Theme, r.Personas)
 	s.sup.follow(t)
 	s.sup.startHeartbeat(t)
 

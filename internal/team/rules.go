@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/troupe-dev/troupe/internal/agent"
 	"github.com/troupe-dev/troupe/internal/guard"
@@ -15,8 +14,8 @@ import (
 	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/pattern"
 	"github.com/troupe-dev/troupe/internal/permission"
+	"github.com/troupe-dev/troupe/internal/persona"
 	"github.com/troupe-dev/troupe/internal/shell"
-	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/teamevent"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/tool/kind"
@@ -30,7 +29,10 @@ type Rules struct {
 	Hooks    *hook.Runner
 	Guard    *guard.Guard
 	Patterns *pattern.Set
-	History  *pattern.History
+	// Themes are the persona themes (nil: no characters); History is the
+	// user's theme history, read and written when a team is formed.
+	Themes  *persona.Set
+	History *persona.History
 	// DefaultMode is a teammate's mode when its spawn names none (empty:
 	// the lead's).
 	DefaultMode string
@@ -254,19 +256,6 @@ func (r *Rules) patternRole(p, role string) (pattern.Role, bool) {
 		}
 	}
 	return pattern.Role{}, false
-}
-
-// recordHistory appends a team's pattern and member names to the history,
-// so later teams can avoid repeating them.
-func (r *Rules) recordHistory(ros store.Roster) {
-	if r == nil || r.History == nil {
-		return
-	}
-	names := make([]string, 0, len(ros.Members))
-	for _, m := range ros.Members {
-		names = append(names, m.Name)
-	}
-	_ = r.History.Append(pattern.HistoryEntry{Time: time.Now().UTC(), Team: ros.Name, Pattern: ros.Pattern, Members: names})
 }
 
 // recordDecision journals a permission decision.

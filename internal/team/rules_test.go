@@ -110,12 +110,15 @@ rules:
 // refused; under a lead-works pattern and an unknown one it is allowed.
 func TestPatternsGuardTheLead(t *testing.T) {
 	for _, tc := range []struct {
-		pattern string
-		refused bool
+		pattern  string
+		refused  bool
+		recorded string
 	}{
-		{pattern.FullTeam, true},
-		{pattern.SmallTeam, false},
-		{"no-such-pattern", false},
+		{pattern.FixedTheme, true, pattern.FixedTheme},
+		{pattern.FullTeam, true, pattern.FixedTheme}, // an alias: the spec's name is recorded
+		{pattern.MixedGenius, false, pattern.MixedGenius},
+		{pattern.SmallTeam, false, pattern.MixedGenius},
+		{"no-such-pattern", false, "no-such-pattern"}, // unknown: fail open
 	} {
 		t.Run(tc.pattern, func(t *testing.T) {
 			f := start(t, `
@@ -133,8 +136,8 @@ rules:
 			if refused := err != nil; refused != tc.refused {
 				t.Errorf("lead's write refused = %v, want %v; lead saw: %s", refused, tc.refused, lastUserTurn(t, f.requests("team-lead")[1]))
 			}
-			if got := f.roster().Pattern; got != tc.pattern {
-				t.Errorf("config.json pattern = %q, want %q", got, tc.pattern)
+			if got := f.roster().Pattern; got != tc.recorded {
+				t.Errorf("config.json pattern = %q, want %q", got, tc.recorded)
 			}
 		})
 	}

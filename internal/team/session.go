@@ -72,13 +72,16 @@ type Session struct {
 // current is the session's team and what goes with it; Session.mu guards
 // it.
 type current struct {
-	team         store.Team
-	key          []byte // the team's key (nil: unsealed)
-	pattern      string // the team's pattern
-	budget       *budgets
-	stats        Stats
-	archived     string // where the last deleted team's state went
-	archivedTeam string
+	team    store.Team
+	key     []byte // the team's key (nil: unsealed)
+	pattern string // the team's pattern
+	// beforeDelegate is the lead's mode before it was switched to delegate
+	// (Shift+Tab), to go back to.
+	beforeDelegate string
+	budget         *budgets
+	stats          Stats
+	archived       string // where the last deleted team's state went
+	archivedTeam   string
 }
 
 // NewSession returns a session whose lead is ready to run.

@@ -45,7 +45,7 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 		mode = s.cfg.Rules.DefaultMode
 	}
 	if mode == "" {
-		mode = s.PermissionMode()
+		mode = s.inheritedMode()
 	}
 	if !validPermissionMode(mode) || mode == PermDelegate {
 		return "", fmt.Errorf("permission_mode %q is not one of %s", mode, modeNames(permission.TeammateModes))
@@ -83,6 +83,7 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 		return "", err
 	}
 	now := time.Now().UTC()
+	var cast store.Persona
 	_, err = t.UpdateRoster(ctx, func(r *store.Roster) error {
 		if m, ok := r.Member(name); ok {
 			if m.Status != store.StatusShutdown && !Dead(*m, now) {
@@ -92,6 +93,7 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 			*m = store.Member{}
 			r.Members = removeMember(r.Members, name)
 		}
+		cast, _ = castMember(r, name, role)
 		r.Members = append(r.Members, store.Member{
 			Name: name, Role: role, Model: model, Provider: providerOf(model, s.cfg.Provider), AgentType: "teammate", Status: store.StatusWorking,
 			PlanModeRequired: args.PlanModeRequired, PermissionMode: mode, CWD: env.Workspace.Dir(),
@@ -119,6 +121,9 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 	desc := name
 	if role != "" {
 		desc += " (" + role + ")"
+	}
+	if cast.Name != "" {
+		desc += ", playing " + cast.Name
 	}
 	return fmt.Sprintf("Spawned teammate %s in team %s. It has your prompt as its first message and will claim unblocked tasks when idle.", desc, t.Name()), nil
 }

@@ -136,6 +136,15 @@ func (t taskUpdateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 		}
 		merged = note
 	}
+	if !t.b.lead && ((args.Owner != nil && owner == t.b.self) || args.Status == store.TaskInProgress) {
+		// Seed 004: a member tells the lead before it takes an unassigned
+		// task; one that did not is announced here, before the claim.
+		if cur, err := team.Tasks().Get(ctx, id); err == nil && cur.Owner == "" && cur.Status == store.TaskPending {
+			if err := t.b.announceClaim(ctx, team, cur); err != nil {
+				return tool.Errorf("TaskUpdate: telling the lead you take task #%s failed: %v", id, err)
+			}
+		}
+	}
 	edit := store.TaskEdit{Status: args.Status, Subject: args.Subject, Description: args.Description, ActiveForm: args.ActiveForm,
 		AddBlocks: args.AddBlocks, AddBlockedBy: args.AddBlockedBy}
 	if args.Owner != nil {

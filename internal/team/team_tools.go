@@ -26,6 +26,8 @@ type binding struct {
 	em     emitter    // journals as the caller
 	rules  *Rules     // hooks on task events
 	who    hook.Who
+	// announced are the tasks a teammate told the lead it takes.
+	announced announcements
 }
 
 func (b *binding) team() (store.Team, error) {
@@ -38,15 +40,17 @@ func (b *binding) team() (store.Team, error) {
 // --- TeamCreate ---
 
 type teamCreateArgs struct {
-	TeamName    string `json:"team_name" required:"true" desc:"The team's name: lower case letters, digits, dot, dash, underscore."`
-	Description string `json:"description" desc:"What the team is for."`
-	Pattern     string `json:"pattern" desc:"The team pattern to record in the team's config, if any."`
+	TeamName    string   `json:"team_name" required:"true" desc:"The team's name: lower case letters, digits, dot, dash, underscore."`
+	Description string   `json:"description" desc:"What the team is for."`
+	Pattern     string   `json:"pattern" desc:"The team pattern (fixed-theme: 4-6 members, you only manage; mixed-genius: 2-3 members, you work too). Empty: the configured default."`
+	Theme       string   `json:"theme" desc:"The persona theme to play (a theme's name), when the pattern plays characters. Empty: the least recently used theme of the workspace, if it has themes."`
+	Characters  []string `json:"characters" desc:"Characters of the theme to cast, yours first; the rest are picked avoiding recently used ones."`
 }
 
 type teamCreateTool struct{ b *binding }
 
 var teamCreateSpec = tool.NewSpec[teamCreateArgs]("TeamCreate",
-	"Create a team with a shared task board and inboxes. You become its lead ('team-lead'). Spawn teammates with Task (team_name and name) afterwards.")
+	"Create a team with a shared task board and inboxes. You become its lead ('team-lead'). Spawn teammates with Task (team_name and name) afterwards. The result states the team's pattern, size and roles, whether you may work, and the characters to play.")
 
 func (teamCreateTool) Spec() llm.ToolSpec { return teamCreateSpec }
 func (teamCreateTool) ReadOnly() bool     { return false }
@@ -64,23 +68,15 @@ func (t teamCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	if err != nil {
 		return tool.Errorf("TeamCreate: %v", err)
 	}
-	pat, note := args.Pattern, ""
-	if pat == "" && s.cfg.Rules != nil {
-		pat = s.cfg.Rules.DefaultPattern
+	f, err := s.cfg.Rules.form(args.Pattern, args.Theme, args.Characters)
+	if err != nil {
+		return tool.Errorf("TeamCreate: %v", err)
 	}
-	if pat != "" && s.cfg.Rules != nil && s.cfg.Rules.Patterns != nil {
-		if p, ok := s.cfg.Rules.Patterns.Lookup(pat); ok {
-			pat = p.Name
-			if p.ManageOnly() {
-				note = fmt.Sprintf(" Pattern %s: you only manage; teammates do the work (your writing tools are refused).", p.Name)
-			} else {
-				note = fmt.Sprintf(" Pattern %s: you also work alongside the teammates.", p.Name)
-			}
-		} else {
-			note = fmt.Sprintf(" Pattern %q is not known, so it enforces nothing.", pat)
-		}
-	}
-	team, err := s.cfg.Store.CreateTeam(ctx, store.Roster{Name: name, Description: args.Description, Pattern: pat})
+	// The pattern is in config.json from the start: the leader guard reads
+	// it, and a team without it would leave the lead unguarded.
+	ros := store.Roster{Name: name, Description: args.Description}
+	f.roster(&ros)
+	team, err := s.cfg.Store.CreateTeam(ctx, ros)
 	if err != nil {
 		return tool.Errorf("TeamCreate: %v", err)
 	}
@@ -92,14 +88,22 @@ func (t teamCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 		}
 		return tool.Errorf("TeamCreate: team %s not created: its key: %v", name, err)
 	}
-	s.setTeam(team, pat)
+	s.setTeam(team, f.pattern)
+	s.cfg.Rules.playTheme(ros.Theme, ros.Personas)
+	if err := s.cfg.Rules.record(f, name, s.cfg.Workspace.Dir()); err != nil {
+		s.cfg.Logger.Warn("theme history not written", "err", err)
+	}
+	if f.histNote != "" {
+		s.cfg.Logger.Warn("theme history not read", "err", f.histNote)
+	}
 	s.in.flushPre(team)
 	s.sup.follow(team)
 	s.sup.startHeartbeat(team)
 	s.usage.flush(ctx, team)
 	s.hookTeam(team.Name(), "")
-	s.emit(ctx, team, teamevent.TeamCreate{Description: args.Description, Pattern: args.Pattern, SessionID: s.hookSession()})
-	return tool.OK(fmt.Sprintf("Created team %s. You are its lead, %q. Add tasks with TaskCreate and spawn teammates with Task (team_name %q, name, role, prompt).%s", name, store.LeadName, name, note))
+	lead, _ := ros.PersonaOf(store.LeadName)
+	s.emit(ctx, team, teamevent.TeamCreate{Description: args.Description, Pattern: f.pattern, Theme: ros.Theme, Lead: lead.Name, SessionID: s.hookSession()})
+	return tool.OK(fmt.Sprintf("Created team %s. You are its lead, %q. Add tasks with TaskCreate and spawn teammates with Task (team_name %q, name, role, prompt).%s", name, store.LeadName, name, f.describe()))
 }
 
 // --- TeamDelete ---
@@ -120,6 +124,9 @@ func (t teamDeleteTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	args, res, ok := tool.DecodeArgs[teamDeleteArgs]("TeamDelete", input)
 	if !ok {
 		return res
+	}
+	if d, asked := t.b.sess.approveDissolve(ctx, input); asked && !d.Allow {
+		return tool.Errorf("TeamDelete: the team was not dissolved: %s. Seed 004 dissolves a team only on the user's explicit instruction; carry on, or ask the user.", d.Reason)
 	}
 	out, err := t.b.sess.deleteTeam(ctx, args.Force)
 	if err != nil {
@@ -206,9 +213,6 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 	wait := s.sup.release()
 	s.cfg.Pacer.Block(ctx, store.LeadName, func(context.Context) { wait() })
 	s.sup.stopFollowing()
-	if final, err := t.ReadRoster(ctx); err == nil {
-		s.cfg.Rules.recordHistory(final)
-	}
 	s.emit(ctx, t, teamevent.TeamDelete{Members: live, Forced: forced})
 	trees := ""
 	if final, err := t.ReadRoster(ctx); err == nil {
@@ -232,6 +236,7 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 	s.mu.Unlock()
 	s.dropKey(t.Name())
 	s.setTeam(nil, "")
+	s.leaveTeamModes()
 	s.proto.forgetShutdowns()
 	s.hookTeam("", "")
 	return fmt.Sprintf("Team %s deleted; %d teammates shut down.%s%s", t.Name(), len(live), kept, trees), nil

@@ -50,7 +50,11 @@ func (u Unknown) Type() string { return u.Kind }
 type TeamCreate struct {
 	Description string `json:"description"`
 	Pattern     string `json:"pattern"`
-	SessionID   string `json:"session_id,omitempty"`
+	// Theme and Lead are the persona theme the team plays and the lead's
+	// character in it (seed 004), when it plays one.
+	Theme     string `json:"theme,omitempty"`
+	Lead      string `json:"lead_character,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
 }
 
 // TeamDelete: the team was dissolved.

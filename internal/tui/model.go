@@ -60,6 +60,10 @@ type Model struct {
 	inbox     []store.Message
 	md        *markdown
 	quitting  bool
+	// rules is the team's pattern and theme as its roster has them ("":
+	// no team yet); a team makes delegate mode one Shift+Tab away.
+	rules   string
+	hasTeam bool
 }
 
 // New returns the UI's model.
@@ -117,13 +121,19 @@ func (m *Model) nextMode() {
 	if !ok || m.demo {
 		return
 	}
-	next := m.modes[0]
-	for i, md := range m.modes {
+	modes := m.modes
+	if m.hasTeam && !slices.Contains(modes, "delegate") {
+		// Seed 004: once the team exists, Shift+Tab reaches delegate mode
+		// (the lead manages only), and goes on back to the others.
+		modes = append(slices.Clone(modes), "delegate")
+	}
+	next := modes[0]
+	for i, md := range modes {
 		if md == m.mode {
-			next = m.modes[(i+1)%len(m.modes)]
+			next = modes[(i+1)%len(modes)]
 		}
 	}
-	if !slices.Contains(m.modes, m.mode) {
+	if !slices.Contains(modes, m.mode) {
 		m.note("The lead's mode %s cannot be changed in this session.", m.mode)
 		return
 	}
@@ -132,6 +142,29 @@ func (m *Model) nextMode() {
 		return
 	}
 	m.mode = next
+}
+
+// teamRules is what the status line says of a team's pattern and theme.
+func teamRules(sn Snapshot) string {
+	if sn.Roster == nil {
+		return ""
+	}
+	p, _ := sn.Roster.PersonaOf(store.LeadName)
+	return rulesText(sn.Roster.Pattern, sn.Roster.Theme, p.Name)
+}
+
+func rulesText(pattern, theme, lead string) string {
+	s := pattern
+	if theme != "" {
+		if s != "" {
+			s += " · "
+		}
+		s += "theme " + theme
+		if lead != "" {
+			s += " (lead: " + lead + ")"
+		}
+	}
+	return s
 }
 
 // Init starts the spinner.
@@ -170,6 +203,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			break // a line of the wrong shape tells nothing
 		}
 		m.team.Apply(now, env)
+		switch e := env.Event.(type) {
+		case teamevent.TeamCreate:
+			m.rules, m.hasTeam = rulesText(e.Pattern, e.Theme, e.Lead), true
+		case teamevent.TeamDelete:
+			m.rules, m.hasTeam = "", false
+		}
 		if m.view == viewTasks || m.view == viewTeam {
 			switch env.Event.(type) {
 			case teamevent.TaskCreate, teamevent.TaskUpdate, teamevent.TaskComplete, teamevent.Claim,
@@ -199,6 +238,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case snapshotMsg:
 		if msg.err == nil {
 			m.team.Apply(now, msg.snap)
+			if msg.snap.Roster != nil {
+				m.rules, m.hasTeam = teamRules(msg.snap), true
+			}
 		}
 	case inboxMsg:
 		m.inboxName, m.inbox = msg.name, msg.msgs

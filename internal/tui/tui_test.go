@@ -515,3 +515,23 @@ func TestRequestAnsweredElsewhere(t *testing.T) {
 		t.Errorf("requests waiting (-want +got):\n%s", diff)
 	}
 }
+
+// Once the team exists, Shift+Tab reaches delegate mode and goes on back
+// to default; the status line shows the team's pattern, theme and the
+// lead's character.
+func TestShiftTabDelegateWithTeam(t *testing.T) {
+	shiftTab := tea.KeyPressMsg{Code: tea.KeyTab, Mod: tea.ModShift}
+	ctl := &modeCtl{}
+	m, _, _ := newTest(t, Options{Controller: ctl, PermissionMode: "plan"})
+	send(m, shiftTab) // no team: plan -> default, delegate is not offered
+	send(m, snapshotMsg{snap: Snapshot{Roster: &store.Roster{Name: "t", Pattern: "fixed-theme", Theme: "orchard",
+		Personas: []store.Persona{{Name: "Quince", Member: store.LeadName}}}}})
+	send(m, shiftTab, shiftTab, shiftTab, shiftTab)
+	if diff := cmp.Diff([]string{"default", "acceptEdits", "plan", "delegate", "default"}, ctl.set); diff != "" {
+		t.Errorf("modes set (-want +got):\n%s", diff)
+	}
+	m.resize(200, 24)
+	if line := m.statusLine(); !strings.Contains(line, "fixed-theme · theme orchard (lead: Quince)") {
+		t.Errorf("status line %q does not show the team's rules", line)
+	}
+}

@@ -239,6 +239,9 @@ func (m *Model) statusLine() string {
 		members += " " + sWarn.Render(fmt.Sprintf("%d waiting", c.Waiting))
 	}
 	parts = append(parts, members, tokens(c.Tokens)+" tok")
+	if m.rules != "" {
+		parts = append(parts, m.rules)
+	}
 	// The mode comes first, so that a narrow terminal never cuts it off.
 	left := " " + modeLabel(m.mode) + sDim.Render(" · ") + strings.Join(parts, sDim.Render(" · "))
 	hint := "⇧Tab mode · Esc stop · /help"
