@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -56,6 +57,7 @@ func (a *app) benchTeamCmd() *cobra.Command {
 		teammates, tasks, idleTeammates int
 		idleFor                         time.Duration
 		asJSON                          bool
+		cpuProfile                      string
 	)
 	cmd := &cobra.Command{
 		Use:   "team",
@@ -69,6 +71,13 @@ Phase 2: --idle-teammates teammates with nothing to do sit idle for
 --idle-window; reports the model calls they made (must be 0) and the CPU time
 the whole process used meanwhile.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return withCode(ExitError, err)
+				}
+				defer stop()
+			}
 			rep, err := a.benchTeam(cmd.Context(), teammates, tasks, idleTeammates, idleFor)
 			if err != nil {
 				return withCode(ExitError, err)
@@ -93,7 +102,22 @@ the whole process used meanwhile.`,
 	cmd.Flags().IntVar(&idleTeammates, "idle-teammates", 100, "teammates kept idle in phase 2")
 	cmd.Flags().DurationVar(&idleFor, "idle-window", 10*time.Second, "how long phase 2 watches the idle teammates")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	return cmd
+}
+
+// startCPUProfile profiles this process into path until the returned stop
+// is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile %s: %w", path, err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // benchTeamScript scripts phase 1 (and, with tasks = 0, phase 2).

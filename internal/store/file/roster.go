@@ -1,6 +1,7 @@
 package file
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,98 +9,243 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"reflect"
 	"slices"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/store"
 )
 
-// rosterCache keeps the last parsed config.json of a team, valid while the
-// file is the same inode with the same size and mtime (every write is a
-// rename of a new file, so a change always shows).
+// The roster is config.json plus roster.jsonl, a log of member records
+// appended since config.json was last written. A change that only adds
+// members at the end or changes members in place (status, heartbeat, pid:
+// nearly every change a running team makes) appends one line per changed
+// member, whole, with one write and one fsync under config.lock, instead
+// of rewriting the whole roster with two. Any other change (the team's own
+// fields, a member removed or moved) rewrites config.json with the log
+// folded in and removes the log. Reading is config.json, then the log's
+// lines applied in order, each replacing the member of its name or adding
+// it at the end.
+//
+// The log is folded into config.json soon after a change other than
+// heartbeats (rosterFoldDelay), when it grows past rosterLogBytes, and when the
+// store closes, so that config.json read with cat or jq is the roster
+// again moments after any change, and the log stays short.
+//
+// Crash safety: config.json is written first and the log removed after,
+// so a crash between leaves a log whose lines are already in config.json;
+// applying a line twice gives the same roster (each line is a whole record
+// and never removes or moves anyone). A line torn by a crash is glued to
+// nothing (see appendLine) and, never acknowledged, is skipped.
+const (
+	rosterFoldDelay = 100 * time.Millisecond
+	rosterLogBytes  = 256 << 10
+)
+
+// rosterCache keeps the last roster read of a team with the versions of
+// config.json and of the log it was read from: a log that only grew is
+// read from where the last read stopped.
 type rosterCache struct {
-	fi fs.FileInfo
-	r  store.Roster
+	cfg fs.FileInfo
+	log fs.FileInfo // nil: there was no log
+	off int64       // bytes of the log applied (whole lines)
+	r   store.Roster
+	// heartbeatsOnly is true while every line of the log only moved
+	// heartbeats: nothing a person reading config.json would miss.
+	heartbeatsOnly bool
 }
+
+func (t *Team) logPath() string { return t.path("roster.jsonl") }
 
 // ReadRoster returns the team's roster.
 func (t *Team) ReadRoster(ctx context.Context) (store.Roster, error) {
-	path := t.path("config.json")
-	fi, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return store.Roster{}, fmt.Errorf("team %s: %w", t.name, store.ErrTeamNotFound)
-	}
+	c, err := t.roster()
 	if err != nil {
 		return store.Roster{}, err
 	}
-	t.s.mu.Lock()
-	c := t.s.rosters[t.key]
-	t.s.mu.Unlock()
-	if c != nil && os.SameFile(c.fi, fi) && c.fi.Size() == fi.Size() && c.fi.ModTime().Equal(fi.ModTime()) {
-		return cloneRoster(c.r), nil
-	}
-	r, fi, err := t.readRosterFile()
-	if err != nil {
-		return store.Roster{}, err
-	}
-	t.s.mu.Lock()
-	t.s.rosters[t.key] = &rosterCache{fi: fi, r: r}
-	t.s.mu.Unlock()
-	return cloneRoster(r), nil
+	return cloneRoster(c.r), nil
 }
 
-func (t *Team) readRosterFile() (store.Roster, fs.FileInfo, error) {
+// roster returns the current roster, from the cache when config.json and
+// the log are what they were. The result is shared: callers copy it.
+func (t *Team) roster() (*rosterCache, error) {
+	for range 100 {
+		cfg, err := os.Stat(t.path("config.json"))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("team %s: %w", t.name, store.ErrTeamNotFound)
+		}
+		if err != nil {
+			return nil, err
+		}
+		log, err := os.Stat(t.logPath())
+		if errors.Is(err, fs.ErrNotExist) {
+			log = nil
+		} else if err != nil {
+			return nil, err
+		}
+		t.s.mu.Lock()
+		c := t.s.rosters[t.key]
+		t.s.mu.Unlock()
+		if c != nil && sameVersion(c.cfg, cfg) {
+			if log == nil && c.log == nil {
+				return c, nil
+			}
+			if log != nil && c.log != nil && os.SameFile(c.log, log) && log.Size() == c.off {
+				return c, nil
+			}
+		}
+		next, retry, err := t.readRoster(c)
+		if err != nil {
+			return nil, err
+		}
+		if retry {
+			continue // config.json was replaced while the log was read
+		}
+		t.s.mu.Lock()
+		t.s.rosters[t.key] = next
+		t.s.mu.Unlock()
+		return next, nil
+	}
+	return nil, fmt.Errorf("read roster of team %s: it keeps changing while read", t.name)
+}
+
+// readRoster reads config.json (or takes prev's parse of the same file)
+// and applies the log. retry is true when config.json changed before the
+// log was read: the log read may belong to the next config.json.
+func (t *Team) readRoster(prev *rosterCache) (next *rosterCache, retry bool, err error) {
 	f, err := os.Open(t.path("config.json"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return store.Roster{}, nil, fmt.Errorf("team %s: %w", t.name, store.ErrTeamNotFound)
+		return nil, false, fmt.Errorf("team %s: %w", t.name, store.ErrTeamNotFound)
 	}
 	if err != nil {
-		return store.Roster{}, nil, err
+		return nil, false, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	cfg, err := f.Stat()
 	if err != nil {
-		return store.Roster{}, nil, err
+		return nil, false, err
 	}
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return store.Roster{}, nil, fmt.Errorf("read roster of team %s: %w", t.name, err)
+	c := &rosterCache{cfg: cfg, heartbeatsOnly: true}
+	if prev != nil && sameVersion(prev.cfg, cfg) && prev.log != nil {
+		// Same config.json, a log that grew: read only the new lines.
+		c.r, c.off, c.heartbeatsOnly = cloneRoster(prev.r), prev.off, prev.heartbeatsOnly
+		c.log = prev.log
+	} else {
+		data, err := io.ReadAll(f)
+		if err != nil {
+			return nil, false, fmt.Errorf("read roster of team %s: %w", t.name, err)
+		}
+		if err := json.Unmarshal(data, &c.r); err != nil {
+			return nil, false, fmt.Errorf("read roster of team %s: %w", t.name, err)
+		}
+		if err := validateRoster(&c.r); err != nil {
+			return nil, false, fmt.Errorf("read roster of team %s: %w", t.name, err)
+		}
+		if c.r.Members == nil {
+			c.r.Members = []store.Member{}
+		}
 	}
-	var r store.Roster
-	if err := json.Unmarshal(data, &r); err != nil {
-		return store.Roster{}, nil, fmt.Errorf("read roster of team %s: %w", t.name, err)
+	lf, err := os.Open(t.logPath())
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		c.log, c.off = nil, 0
+	case err != nil:
+		return nil, false, err
+	default:
+		defer lf.Close()
+		log, err := lf.Stat()
+		if err != nil {
+			return nil, false, err
+		}
+		if c.log != nil && (!os.SameFile(c.log, log) || log.Size() < c.off) {
+			return t.readRoster(nil) // another log: start again from config.json
+		}
+		data := make([]byte, log.Size()-c.off)
+		n, err := lf.ReadAt(data, c.off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, false, err
+		}
+		data = data[:n]
+		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+			data = data[:i+1]
+		} else {
+			data = nil
+		}
+		if err := applyLog(&c.r, data, &c.heartbeatsOnly); err != nil {
+			return nil, false, fmt.Errorf("read roster of team %s: %s: %w", t.name, t.logPath(), err)
+		}
+		c.log, c.off = log, c.off+int64(len(data))
 	}
-	if err := validateRoster(&r); err != nil {
-		return store.Roster{}, nil, fmt.Errorf("read roster of team %s: %w", t.name, err)
+	now, err := os.Stat(t.path("config.json"))
+	if err != nil || !sameVersion(now, cfg) {
+		return nil, true, nil
 	}
-	if r.Members == nil {
-		r.Members = []store.Member{}
-	}
-	return r, fi, nil
+	return c, false, nil
 }
 
-// UpdateRoster applies fn to the roster under the roster lock and writes it
-// back atomically.
+// applyLog applies the log lines of data to r. A line that does not parse
+// was torn by a crash before its write returned: skipped.
+func applyLog(r *store.Roster, data []byte, heartbeatsOnly *bool) error {
+	var err error
+	scanLines(data, 0, func(line []byte, _ int64) {
+		if err != nil {
+			return
+		}
+		var m store.Member
+		if json.Unmarshal(line, &m) != nil {
+			return
+		}
+		name, nerr := store.NormalizeMemberName(m.Name)
+		if nerr != nil {
+			err = nerr
+			return
+		}
+		m.Name = name
+		if cur, ok := r.Member(name); ok {
+			if !onlyHeartbeat(*cur, m) {
+				*heartbeatsOnly = false
+			}
+			*cur = m
+			return
+		}
+		*heartbeatsOnly = false
+		r.Members = append(r.Members, m)
+	})
+	return err
+}
+
+// UpdateRoster applies fn to the roster under the roster lock and makes
+// the result durable: appended to the log when it only adds or changes
+// members in place, written whole otherwise.
 func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (store.Roster, error) {
 	var out store.Roster
 	err := t.s.locks.withLock(ctx, t.path("config.lock"), func() error {
-		cur, _, err := t.readRosterFile()
+		cur, err := t.roster()
 		if err != nil {
 			return err
 		}
-		next := cloneRoster(cur)
+		next := cloneRoster(cur.r)
 		if err := fn(&next); err != nil {
 			return err
 		}
-		next.Name, next.Lead, next.CreatedAt = cur.Name, cur.Lead, cur.CreatedAt
+		next.Name, next.Lead, next.CreatedAt = cur.r.Name, cur.r.Lead, cur.r.CreatedAt
 		if err := validateRoster(&next); err != nil {
 			return fmt.Errorf("update roster of team %s: %w", t.name, err)
 		}
-		data, err := marshalRoster(&next)
-		if err != nil {
-			return err
-		}
-		if err := writeFileAtomic(t.path("config.json"), data); err != nil {
-			return fmt.Errorf("update roster of team %s: %w", t.name, err)
+		lines, beats, ok := logLines(&cur.r, &next)
+		switch {
+		case ok && len(lines) == 0:
+		case ok && cur.off+int64(len(lines)) <= rosterLogBytes:
+			if err := appendLine(t.logPath(), lines, nil); err != nil {
+				return fmt.Errorf("update roster of team %s: %w", t.name, err)
+			}
+			if !beats || !cur.heartbeatsOnly {
+				t.s.compactSoon(t)
+			}
+		default:
+			if err := t.writeRoster(&next); err != nil {
+				return fmt.Errorf("update roster of team %s: %w", t.name, err)
+			}
 		}
 		out = next
 		return nil
@@ -108,6 +254,125 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 		return store.Roster{}, err
 	}
 	return cloneRoster(out), nil
+}
+
+// writeRoster replaces config.json with r and removes the log, whose lines
+// r holds; the caller holds config.lock.
+func (t *Team) writeRoster(r *store.Roster) error {
+	data, err := marshalRoster(r)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(t.path("config.json"), data); err != nil {
+		return err
+	}
+	if err := os.Remove(t.logPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// compact folds the log into config.json, if there is one.
+func (t *Team) compact(ctx context.Context) error {
+	return t.s.locks.withLock(ctx, t.path("config.lock"), func() error {
+		cur, err := t.roster()
+		if err != nil || cur.log == nil {
+			return err
+		}
+		return t.writeRoster(&cur.r)
+	})
+}
+
+// logLines returns the log lines that take cur to next (one per member
+// added or changed), whether they all only move heartbeats, and false
+// when next is not cur with members added at the end or changed in place.
+func logLines(cur, next *store.Roster) (lines []byte, beats, ok bool) {
+	if len(next.Members) < len(cur.Members) {
+		return nil, false, false
+	}
+	a, b := *cur, *next
+	a.Members, b.Members = nil, nil
+	if !reflect.DeepEqual(a, b) {
+		return nil, false, false
+	}
+	beats = true
+	for i := range next.Members {
+		n := &next.Members[i]
+		if i < len(cur.Members) {
+			c := &cur.Members[i]
+			if c.Name != n.Name {
+				return nil, false, false
+			}
+			if reflect.DeepEqual(*c, *n) {
+				continue
+			}
+			beats = beats && onlyHeartbeat(*c, *n)
+		} else {
+			beats = false
+		}
+		line, err := json.Marshal(n)
+		if err != nil {
+			return nil, false, false
+		}
+		lines = append(append(lines, line...), '\n')
+	}
+	return lines, beats, true
+}
+
+// onlyHeartbeat reports whether b is a with at most its heartbeat moved.
+func onlyHeartbeat(a, b store.Member) bool {
+	a.HeartbeatAt = b.HeartbeatAt
+	return reflect.DeepEqual(a, b)
+}
+
+// compactSoon folds t's log into config.json after rosterFoldDelay, once.
+func (s *Store) compactSoon(t *Team) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.compacting[t.key] != nil {
+		return
+	}
+	s.compacting[t.key] = time.AfterFunc(rosterFoldDelay, func() {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return // Close folds it
+		}
+		delete(s.compacting, t.key)
+		s.compactWG.Add(1)
+		s.mu.Unlock()
+		defer s.compactWG.Done()
+		if err := t.compact(context.Background()); err != nil && !errors.Is(err, store.ErrTeamNotFound) {
+			s.opts.Logger.Debug("fold the roster log into config.json", "team", t.name, "err", err)
+		}
+	})
+}
+
+// compactAll folds every log still waiting into config.json; Close calls
+// it once the store is marked closed, so no new fold is scheduled.
+func (s *Store) compactAll() {
+	s.mu.Lock()
+	var teams []*Team
+	for key, tm := range s.compacting {
+		tm.Stop()
+		if name, ok := teamOfKey(key); ok {
+			teams = append(teams, s.team(name))
+		}
+		delete(s.compacting, key)
+	}
+	s.mu.Unlock()
+	s.compactWG.Wait()
+	for _, t := range teams {
+		if err := t.compact(context.Background()); err != nil && !errors.Is(err, store.ErrTeamNotFound) {
+			s.opts.Logger.Debug("fold the roster log into config.json", "team", t.name, "err", err)
+		}
+	}
+}
+
+// teamOfKey returns the team name of a cache key (archives are never
+// written, so never folded).
+func teamOfKey(key string) (string, bool) {
+	return key, store.NamePattern.MatchString(key)
 }
 
 // validateRoster normalises member names in place and refuses duplicates

@@ -78,10 +78,14 @@ type Store struct {
 	mu      sync.Mutex
 	readers map[string]*reader // key inboxKey(team, member)
 	rosters map[string]*rosterCache
-	parsed  taskCache
-	swept   map[string]bool // teams whose stray temporary files were removed
-	closed  bool
-	done    chan struct{}
+	boards  map[string]*boardSnap // key: team key
+	// compacting holds the pending folds of roster logs (roster.go).
+	compacting map[string]*time.Timer
+	compactWG  sync.WaitGroup
+	parsed     taskCache
+	swept      map[string]bool // teams whose stray temporary files were removed
+	closed     bool
+	done       chan struct{}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -114,12 +118,14 @@ func Open(stateDir string, opts Options) (*Store, error) {
 	}
 	writeGitignore(abs, opts.Logger)
 	s := &Store{
-		dir:      abs,
-		teamsDir: teams,
-		opts:     opts,
-		readers:  make(map[string]*reader),
-		rosters:  make(map[string]*rosterCache),
-		done:     make(chan struct{}),
+		dir:        abs,
+		teamsDir:   teams,
+		opts:       opts,
+		readers:    make(map[string]*reader),
+		rosters:    make(map[string]*rosterCache),
+		boards:     make(map[string]*boardSnap),
+		compacting: make(map[string]*time.Timer),
+		done:       make(chan struct{}),
 	}
 	s.watcher = watcher{teamsDir: teams, hub: &s.hub, poll: opts.PollInterval, disabled: opts.DisableWatch}
 	return s, nil
@@ -128,7 +134,8 @@ func Open(stateDir string, opts Options) (*Store, error) {
 // Dir returns the state directory.
 func (s *Store) Dir() string { return s.dir }
 
-// Close stops the watcher; blocked calls return store.ErrClosed.
+// Close folds the roster logs into config.json and stops the watcher;
+// blocked calls return store.ErrClosed.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -136,8 +143,11 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	close(s.done)
 	s.mu.Unlock()
+	// Roster logs waiting to be folded are folded now, so that config.json
+	// is the whole roster once no process of the team runs.
+	s.compactAll()
+	close(s.done)
 	s.watcher.close()
 	return nil
 }
@@ -293,6 +303,7 @@ func (s *Store) DeleteTeam(ctx context.Context, name string) error {
 		}
 	}
 	delete(s.rosters, n)
+	delete(s.boards, n)
 	s.mu.Unlock()
 	s.parsed.forgetTeam(n)
 	s.watcher.forget(dir) // a team made again under the name is watched anew
@@ -338,6 +349,7 @@ func (s *Store) ArchiveTeam(ctx context.Context, name string) (store.Archive, er
 		}
 	}
 	delete(s.rosters, n)
+	delete(s.boards, n)
 	s.mu.Unlock()
 	s.parsed.forgetTeam(n)
 	s.watcher.forget(dir) // a team made again under the name is watched anew

@@ -41,6 +41,7 @@ type tx struct {
 	dirty   []string
 	removed []string
 	extra   []string // ids an unfinished intent creates (lock-free reads)
+	locked  bool     // fn runs under the board lock (view may read without)
 	hwm     string   // the id NextID gave out, written at commit
 }
 
@@ -53,7 +54,7 @@ func (b *tasks) do(ctx context.Context, fn func(*tx) error) error {
 		if err := b.replayIntent(); err != nil {
 			return err
 		}
-		x := &tx{b: b, cache: make(map[string]*store.Task)}
+		x := &tx{b: b, cache: make(map[string]*store.Task), locked: true}
 		if err := fn(x); err != nil {
 			return err
 		}
@@ -157,6 +158,10 @@ func (b *tasks) apply(in *intent) error {
 func (x *tx) commit() error {
 	if len(x.dirty) == 0 && len(x.removed) == 0 {
 		return nil
+	}
+	// A new version before any file changes (see boardcache.go).
+	if err := x.b.bump(); err != nil {
+		return fmt.Errorf("task board of team %s: %w", x.b.t.name, err)
 	}
 	if x.hwm != "" {
 		if err := writeFileAtomic(x.b.t.path("tasks", ".highwatermark"), []byte(x.hwm+"\n")); err != nil {
@@ -429,16 +434,39 @@ func (b *tasks) Get(ctx context.Context, id string) (store.Task, error) {
 	return emptyLists(out), nil
 }
 
-// List returns every task in id order.
+// List returns every task in id order. While the board's version is the
+// one of its last scan, the scan is handed out again (see boardcache.go).
 func (b *tasks) List(ctx context.Context) ([]store.Task, error) {
+	if err := b.t.s.closedErr(); err != nil {
+		return nil, err
+	}
+	if st, ok := b.stamp(); ok {
+		if out, ok := b.cached(st); ok {
+			return out, nil
+		}
+	}
 	var out []store.Task
 	err := b.view(ctx, func(x *tx) (err error) {
-		out, err = x.all()
-		return err
+		st, ok := b.stamp()
+		if ok && x.locked {
+			// Another reader may have scanned this version while this
+			// one waited for the lock.
+			if c, hit := b.cached(st); hit {
+				out = c
+				return nil
+			}
+		}
+		if out, err = x.all(); err != nil {
+			return err
+		}
+		for i := range out {
+			out[i] = emptyLists(out[i])
+		}
+		if ok && x.locked {
+			b.keep(st, out)
+		}
+		return nil
 	})
-	for i := range out {
-		out[i] = emptyLists(out[i])
-	}
 	return out, err
 }
 
@@ -471,8 +499,16 @@ func (b *tasks) Update(ctx context.Context, id string, fn func(*store.Task) erro
 	return out, nil
 }
 
-// Claim sets owner on task id if it is claimable.
+// Claim sets owner on task id if it is claimable. A task already taken is
+// refused without the board lock: under contention most claims lose, and
+// a loss read from the task's last committed state is as true as one read
+// under the lock.
 func (b *tasks) Claim(ctx context.Context, id, owner string) (store.Task, error) {
+	if owner != "" {
+		if err := b.claimRefused(id); err != nil {
+			return store.Task{}, fmt.Errorf("claim task %s: %w", id, err)
+		}
+	}
 	var out store.Task
 	err := b.do(ctx, func(x *tx) (err error) {
 		out, err = store.ClaimTask(x, id, owner, b.t.s.opts.Now())
@@ -484,10 +520,26 @@ func (b *tasks) Claim(ctx context.Context, id, owner string) (store.Task, error)
 	return out, nil
 }
 
-// ClaimNext claims the claimable task with the lowest id.
+// ClaimNext claims the claimable task with the lowest id. Under the lock,
+// a scan of the board at its current version names the candidates, so the
+// claim reads one task file instead of every one.
 func (b *tasks) ClaimNext(ctx context.Context, owner string) (store.Task, error) {
 	var out store.Task
 	err := b.do(ctx, func(x *tx) (err error) {
+		if st, ok := b.stamp(); ok && owner != "" {
+			if snap, hit := b.cached(st); hit {
+				now := b.t.s.opts.Now()
+				for _, t := range snap {
+					if t.Claimable() != nil {
+						continue
+					}
+					if out, err = store.ClaimTask(x, t.ID, owner, now); err == nil {
+						return nil
+					}
+				}
+				return store.ErrNoTask
+			}
+		}
 		out, err = store.ClaimNextTask(x, owner, b.t.s.opts.Now())
 		return err
 	})
@@ -495,6 +547,33 @@ func (b *tasks) ClaimNext(ctx context.Context, owner string) (store.Task, error)
 		return store.Task{}, fmt.Errorf("claim: %w", err)
 	}
 	return out, nil
+}
+
+// claimRefused returns why a claim of task id must fail, read without the
+// lock from the task's file as last committed; nil when the claim has to
+// be tried under the lock (the task looks claimable, or the board is in
+// the middle of a change that spans several files).
+func (b *tasks) claimRefused(id string) error {
+	if b.t.s.closedErr() != nil {
+		return nil
+	}
+	if _, err := os.Lstat(b.t.path("tasks", ".intent")); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	t, err := b.read(id)
+	if errors.Is(err, store.ErrTaskNotFound) {
+		return err
+	}
+	if err != nil {
+		return nil
+	}
+	if err := t.Claimable(); err != nil {
+		if t.Owner != "" {
+			return fmt.Errorf("%w (owner %s)", err, t.Owner)
+		}
+		return err
+	}
+	return nil
 }
 
 // Watch wakes on any change to the board.
