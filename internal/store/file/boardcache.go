@@ -1,124 +1,192 @@
 package file
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/store"
 )
 
-// The board's version is the size of tasks/.version: every commit appends
-// one byte to it under the board lock before it changes any task file. A
-// List is then served from the last scan of the board while the version
-// (and the tasks directory) are what they were at that scan: one stat of
-// each instead of a stat (or a parse) per task and the exclusive board
-// lock, for every idle member after every change.
+// tasks/.version is the board's change log: every commit appends one line
+// naming the tasks it writes or removes ("3 7\n"), under the board lock and
+// before it changes any task file. Its size is the board's version. List
+// keeps the last board it read with the version it read it at:
 //
-// The bump comes before the change, so a reader that still sees the old
+//   - same version (and the tasks directory unchanged): the board is handed
+//     out again, for the cost of two stats, without the board lock;
+//   - a version that grew: under the lock, only the tasks the new lines
+//     name are read again, so a change costs its readers O(tasks changed),
+//     not a stat or a parse of every task file;
+//   - anything else (no cache, another .version, an old cache): a full
+//     scan.
+//
+// The line comes before the change, so a reader that still sees the old
 // version reads before a change that has not returned yet; a writer killed
-// between the bump and its change leaves the caches invalid, never stale,
+// between the line and its change leaves the caches behind, never stale,
 // and whoever takes the lock next finishes or drops the change before it
-// scans. The file only grows (a byte per change); it carries no state a
-// crash could lose: the caches it guards live in memory.
+// reads. The log carries nothing a crash could lose (the caches it guards
+// live in memory), so it is not fsynced; it is started again when it grows
+// past versionLogMax.
 //
-// A task file edited in place by hand changes neither; the cache is
-// therefore trusted for at most boardCacheTTL, after which the next List
-// scans again (cheaply: unchanged files keep their parse, see taskCache).
-const boardCacheTTL = time.Second
+// A task file edited in place by hand changes neither the log nor the
+// directory; a board read by a full scan is therefore trusted for at most
+// boardCacheTTL, after which the next List scans again (cheaply: unchanged
+// files keep their parse, see taskCache).
+const (
+	boardCacheTTL = time.Second
+	versionLogMax = 1 << 20
+)
 
-// boardStamp identifies one version of a board.
-type boardStamp struct {
-	ver fs.FileInfo // tasks/.version, nil while there is none
-	dir fs.FileInfo // the tasks directory: files made or removed by hand
-}
-
-func (a boardStamp) same(b boardStamp) bool {
-	if (a.ver == nil) != (b.ver == nil) || a.dir == nil || b.dir == nil {
-		return false
-	}
-	if a.ver != nil && !sameVersion(a.ver, b.ver) {
-		return false
-	}
-	return sameVersion(a.dir, b.dir)
-}
-
-// boardSnap is one scan of a board: its tasks, as List returns them.
+// boardSnap is the board as List last returned it.
 type boardSnap struct {
-	stamp boardStamp
-	at    time.Time
-	tasks []store.Task
+	ver    fs.FileInfo // tasks/.version read up to off; nil: there was none
+	off    int64
+	dir    fs.FileInfo // the tasks directory: files made or removed by hand
+	fullAt time.Time   // when the board was last read whole
+	tasks  []store.Task
 }
 
 func (b *tasks) versionFile() string { return b.t.path("tasks", ".version") }
 
-// stamp returns the board's current version, ok false when it cannot be
-// told (no tasks directory).
-func (b *tasks) stamp() (boardStamp, bool) {
-	var st boardStamp
-	dir, err := os.Stat(b.dir())
-	if err != nil {
-		return st, false
+// stat returns the version log (nil if absent) and the tasks directory.
+func (b *tasks) stat() (ver, dir fs.FileInfo, err error) {
+	if dir, err = os.Stat(b.dir()); err != nil {
+		return nil, nil, err
 	}
-	st.dir = dir
-	ver, err := os.Stat(b.versionFile())
-	switch {
-	case err == nil:
-		st.ver = ver
-	case !errors.Is(err, fs.ErrNotExist):
-		return st, false
+	ver, err = os.Stat(b.versionFile())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, dir, nil
 	}
-	return st, true
+	return ver, dir, err
 }
 
-// bump moves the board to a new version; the caller holds the board lock
-// and is about to change the board.
-func (b *tasks) bump() error {
-	f, err := os.OpenFile(b.versionFile(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+// logChange appends the ids a commit is about to change to the version
+// log; the caller holds the board lock.
+func (b *tasks) logChange(ids []string) error {
+	path := b.versionFile()
+	if fi, err := os.Stat(path); err == nil && fi.Size() > versionLogMax {
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write([]byte{'\n'})
+	_, err = f.Write([]byte(strings.Join(ids, " ") + "\n"))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
 
-// cached returns a copy of the board as last scanned, if st is still its
-// version and the scan is recent enough.
-func (b *tasks) cached(st boardStamp) ([]store.Task, bool) {
-	s := b.t.s
-	s.mu.Lock()
-	c := s.boards[b.t.key]
-	s.mu.Unlock()
-	if c == nil || !c.stamp.same(st) || time.Since(c.at) > boardCacheTTL {
+// current returns the cached board if nothing changed since it was read.
+func (b *tasks) current() (*boardSnap, bool) {
+	ver, dir, err := b.stat()
+	if err != nil {
 		return nil, false
 	}
-	out := make([]store.Task, len(c.tasks))
-	for i := range c.tasks {
-		out[i] = copyTask(c.tasks[i])
+	c := b.snap()
+	if c == nil || time.Since(c.fullAt) > boardCacheTTL || !sameVersion(c.dir, dir) {
+		return c, false
 	}
-	return out, true
+	if ver == nil || c.ver == nil {
+		return c, ver == nil && c.ver == nil
+	}
+	return c, os.SameFile(c.ver, ver) && ver.Size() == c.off
 }
 
-// keep records tasks (which the caller keeps using) as the board at st.
-func (b *tasks) keep(st boardStamp, tasks []store.Task) {
-	c := &boardSnap{stamp: st, at: time.Now(), tasks: make([]store.Task, len(tasks))}
-	for i := range tasks {
-		c.tasks[i] = copyTask(tasks[i])
+func (b *tasks) snap() *boardSnap {
+	b.t.s.mu.Lock()
+	defer b.t.s.mu.Unlock()
+	return b.t.s.boards[b.t.key]
+}
+
+// board returns the board as List returns it (shared: callers copy), read
+// through x, which holds the board lock, and caches it.
+func (b *tasks) board(x *tx) ([]store.Task, error) {
+	c, ok := b.current()
+	if ok {
+		return c.tasks, nil
 	}
+	ver, dir, err := b.stat()
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			_, err = x.b.ids() // the team's error
+		}
+		return nil, err
+	}
+	next := &boardSnap{ver: ver, dir: dir}
+	if ver != nil {
+		next.off = ver.Size()
+	}
+	if c != nil && ver != nil && c.ver != nil && os.SameFile(c.ver, ver) && ver.Size() >= c.off && time.Since(c.fullAt) <= boardCacheTTL {
+		changed, err := readRange(b.versionFile(), c.off, int(ver.Size()-c.off))
+		if err == nil && int64(len(changed)) == ver.Size()-c.off {
+			next.fullAt = c.fullAt
+			next.tasks = b.patch(x, c.tasks, changed)
+			b.keep(next)
+			return next.tasks, nil
+		}
+	}
+	tasks, err := x.all()
+	if err != nil {
+		return nil, err
+	}
+	for i := range tasks {
+		tasks[i] = emptyLists(tasks[i])
+	}
+	next.fullAt, next.tasks = time.Now(), tasks
+	b.keep(next)
+	return tasks, nil
+}
+
+// patch returns tasks with the tasks the version log lines of changed name
+// read again through x.
+func (b *tasks) patch(x *tx, tasks []store.Task, changed []byte) []store.Task {
+	out := slices.Clone(tasks)
+	seen := map[string]bool{}
+	for _, f := range bytes.Fields(changed) {
+		id := string(f)
+		if seen[id] || !store.ValidTaskID(id) {
+			continue
+		}
+		seen[id] = true
+		i, found := slices.BinarySearchFunc(out, id, func(t store.Task, id string) int { return store.CompareTaskIDs(t.ID, id) })
+		t, err := x.Get(id)
+		switch {
+		case err == nil && found:
+			out[i] = emptyLists(t)
+		case err == nil:
+			out = slices.Insert(out, i, emptyLists(t))
+		case found:
+			out = slices.Delete(out, i, i+1)
+		}
+		if err != nil && !errors.Is(err, store.ErrTaskNotFound) {
+			b.t.s.opts.Logger.Warn("skipping unreadable task", "team", b.t.name, "id", id, "file", b.file(id), "err", err)
+		}
+	}
+	return out
+}
+
+// keep records c as the board's last read.
+func (b *tasks) keep(c *boardSnap) {
 	s := b.t.s
 	s.mu.Lock()
 	s.boards[b.t.key] = c
 	s.mu.Unlock()
 }
 
-// forget drops the board's cached scan.
-func (b *tasks) forget() {
-	s := b.t.s
-	s.mu.Lock()
-	delete(s.boards, b.t.key)
-	s.mu.Unlock()
+// copyTasks is a deep copy of tasks, for a caller that may change them.
+func copyTasks(tasks []store.Task) []store.Task {
+	out := make([]store.Task, len(tasks))
+	for i := range tasks {
+		out[i] = copyTask(tasks[i])
+	}
+	return out
 }

@@ -47,8 +47,9 @@ const (
 // read from where the last read stopped.
 type rosterCache struct {
 	cfg fs.FileInfo
-	log fs.FileInfo // nil: there was no log
-	off int64       // bytes of the log applied (whole lines)
+	gen string // the log's generation ("" before the first fold)
+	log bool   // there was a log
+	off int64  // bytes of the log applied (whole lines)
 	r   store.Roster
 	// heartbeatsOnly is true while every line of the log only moved
 	// heartbeats: nothing a person reading config.json would miss.
@@ -56,6 +57,50 @@ type rosterCache struct {
 }
 
 func (t *Team) logPath() string { return t.path("roster.jsonl") }
+
+// rosterLog is the log as found: its generation and size.
+type rosterLog struct {
+	exists bool
+	gen    string
+	size   int64
+}
+
+// logHeader is the first line of a log started by a fold: a generation
+// no other fold gives, so that a reader can tell a new log from the one it
+// read even when the file system reuses the inode and the size matches.
+type logHeader struct {
+	Gen string `json:"roster_log"`
+}
+
+// statLog reads the log's generation and size.
+func (t *Team) statLog() (rosterLog, error) {
+	f, err := os.Open(t.logPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return rosterLog{}, nil
+	}
+	if err != nil {
+		return rosterLog{}, err
+	}
+	defer f.Close()
+	return readLogHead(f)
+}
+
+func readLogHead(f *os.File) (rosterLog, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return rosterLog{}, err
+	}
+	l := rosterLog{exists: true, size: fi.Size()}
+	var buf [128]byte
+	n, _ := f.ReadAt(buf[:], 0)
+	if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
+		var h logHeader
+		if json.Unmarshal(buf[:i], &h) == nil {
+			l.gen = h.Gen
+		}
+	}
+	return l, nil
+}
 
 // ReadRoster returns the team's roster.
 func (t *Team) ReadRoster(ctx context.Context) (store.Roster, error) {
@@ -77,29 +122,22 @@ func (t *Team) roster() (*rosterCache, error) {
 		if err != nil {
 			return nil, err
 		}
-		log, err := os.Stat(t.logPath())
-		if errors.Is(err, fs.ErrNotExist) {
-			log = nil
-		} else if err != nil {
+		log, err := t.statLog()
+		if err != nil {
 			return nil, err
 		}
 		t.s.mu.Lock()
 		c := t.s.rosters[t.key]
 		t.s.mu.Unlock()
-		if c != nil && sameVersion(c.cfg, cfg) {
-			if log == nil && c.log == nil {
-				return c, nil
-			}
-			if log != nil && c.log != nil && os.SameFile(c.log, log) && log.Size() == c.off {
-				return c, nil
-			}
+		if c != nil && sameVersion(c.cfg, cfg) && c.log == log.exists && c.gen == log.gen && c.off == log.size {
+			return c, nil
 		}
 		next, retry, err := t.readRoster(c)
 		if err != nil {
 			return nil, err
 		}
 		if retry {
-			continue // config.json was replaced while the log was read
+			continue // a fold came between the reads
 		}
 		t.s.mu.Lock()
 		t.s.rosters[t.key] = next
@@ -109,9 +147,9 @@ func (t *Team) roster() (*rosterCache, error) {
 	return nil, fmt.Errorf("read roster of team %s: it keeps changing while read", t.name)
 }
 
-// readRoster reads config.json (or takes prev's parse of the same file)
-// and applies the log. retry is true when config.json changed before the
-// log was read: the log read may belong to the next config.json.
+// readRoster reads config.json (or takes prev's parse of the same file,
+// when the log is the same one, grown) and applies the log. retry is true
+// when a fold came between the reads of the two.
 func (t *Team) readRoster(prev *rosterCache) (next *rosterCache, retry bool, err error) {
 	f, err := os.Open(t.path("config.json"))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -125,11 +163,24 @@ func (t *Team) readRoster(prev *rosterCache) (next *rosterCache, retry bool, err
 	if err != nil {
 		return nil, false, err
 	}
-	c := &rosterCache{cfg: cfg, heartbeatsOnly: true}
-	if prev != nil && sameVersion(prev.cfg, cfg) && prev.log != nil {
-		// Same config.json, a log that grew: read only the new lines.
+	var lf *os.File
+	var log rosterLog
+	lf, err = os.Open(t.logPath())
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		lf = nil
+	case err != nil:
+		return nil, false, err
+	default:
+		defer lf.Close()
+		if log, err = readLogHead(lf); err != nil {
+			return nil, false, err
+		}
+	}
+	c := &rosterCache{cfg: cfg, gen: log.gen, log: log.exists, heartbeatsOnly: true}
+	if prev != nil && sameVersion(prev.cfg, cfg) && prev.log && log.exists && prev.gen == log.gen && log.size >= prev.off {
+		// Same config.json, the same log grown: read only the new lines.
 		c.r, c.off, c.heartbeatsOnly = cloneRoster(prev.r), prev.off, prev.heartbeatsOnly
-		c.log = prev.log
 	} else {
 		data, err := io.ReadAll(f)
 		if err != nil {
@@ -145,22 +196,8 @@ func (t *Team) readRoster(prev *rosterCache) (next *rosterCache, retry bool, err
 			c.r.Members = []store.Member{}
 		}
 	}
-	lf, err := os.Open(t.logPath())
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		c.log, c.off = nil, 0
-	case err != nil:
-		return nil, false, err
-	default:
-		defer lf.Close()
-		log, err := lf.Stat()
-		if err != nil {
-			return nil, false, err
-		}
-		if c.log != nil && (!os.SameFile(c.log, log) || log.Size() < c.off) {
-			return t.readRoster(nil) // another log: start again from config.json
-		}
-		data := make([]byte, log.Size()-c.off)
+	if lf != nil {
+		data := make([]byte, log.size-c.off)
 		n, err := lf.ReadAt(data, c.off)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, false, err
@@ -174,10 +211,12 @@ func (t *Team) readRoster(prev *rosterCache) (next *rosterCache, retry bool, err
 		if err := applyLog(&c.r, data, &c.heartbeatsOnly); err != nil {
 			return nil, false, fmt.Errorf("read roster of team %s: %s: %w", t.name, t.logPath(), err)
 		}
-		c.log, c.off = log, c.off+int64(len(data))
+		c.off += int64(len(data))
 	}
-	now, err := os.Stat(t.path("config.json"))
-	if err != nil || !sameVersion(now, cfg) {
+	// A fold replaces config.json and then starts a new log: a log of the
+	// same generation means none finished since config.json was opened.
+	now, err := t.statLog()
+	if err != nil || now.exists != log.exists || now.gen != log.gen || now.size < log.size {
 		return nil, true, nil
 	}
 	return c, false, nil
@@ -192,8 +231,8 @@ func applyLog(r *store.Roster, data []byte, heartbeatsOnly *bool) error {
 			return
 		}
 		var m store.Member
-		if json.Unmarshal(line, &m) != nil {
-			return
+		if json.Unmarshal(line, &m) != nil || m.Name == "" {
+			return // torn, or the log's header
 		}
 		name, nerr := store.NormalizeMemberName(m.Name)
 		if nerr != nil {
@@ -256,8 +295,10 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 	return cloneRoster(out), nil
 }
 
-// writeRoster replaces config.json with r and removes the log, whose lines
-// r holds; the caller holds config.lock.
+// writeRoster replaces config.json with r and starts a new log (a header
+// line alone), as r holds the lines of the old one; the caller holds
+// config.lock. The new log is not fsynced: a crash that loses it leaves
+// the old log or an empty one, and both read the same over r.
 func (t *Team) writeRoster(r *store.Roster) error {
 	data, err := marshalRoster(r)
 	if err != nil {
@@ -266,17 +307,32 @@ func (t *Team) writeRoster(r *store.Roster) error {
 	if err := writeFileAtomic(t.path("config.json"), data); err != nil {
 		return err
 	}
-	if err := os.Remove(t.logPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	head, err := json.Marshal(logHeader{Gen: t.s.opts.NewID()})
+	if err != nil {
 		return err
 	}
-	return nil
+	tmp, err := os.CreateTemp(t.dir, ".roster.jsonl.tmp*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(append(head, '\n'))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), t.logPath())
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
 }
 
 // compact folds the log into config.json, if there is one.
 func (t *Team) compact(ctx context.Context) error {
 	return t.s.locks.withLock(ctx, t.path("config.lock"), func() error {
 		cur, err := t.roster()
-		if err != nil || cur.log == nil {
+		if err != nil || !cur.log || cur.heartbeatsOnly && cur.off < rosterLogBytes {
 			return err
 		}
 		return t.writeRoster(&cur.r)

@@ -72,6 +72,7 @@ type Store struct {
 	opts     Options
 
 	locks   locks
+	appends groups // group commits of the journal and transcripts
 	hub     hub
 	watcher watcher
 

@@ -160,7 +160,7 @@ func (x *tx) commit() error {
 		return nil
 	}
 	// A new version before any file changes (see boardcache.go).
-	if err := x.b.bump(); err != nil {
+	if err := x.b.logChange(append(slices.Clip(x.dirty), x.removed...)); err != nil {
 		return fmt.Errorf("task board of team %s: %w", x.b.t.name, err)
 	}
 	if x.hwm != "" {
@@ -435,36 +435,30 @@ func (b *tasks) Get(ctx context.Context, id string) (store.Task, error) {
 }
 
 // List returns every task in id order. While the board's version is the
-// one of its last scan, the scan is handed out again (see boardcache.go).
+// one of its last read, that read is handed out again; after a change,
+// only the tasks it changed are read again (see boardcache.go).
 func (b *tasks) List(ctx context.Context) ([]store.Task, error) {
 	if err := b.t.s.closedErr(); err != nil {
 		return nil, err
 	}
-	if st, ok := b.stamp(); ok {
-		if out, ok := b.cached(st); ok {
-			return out, nil
-		}
+	if c, ok := b.current(); ok {
+		return copyTasks(c.tasks), nil
 	}
 	var out []store.Task
-	err := b.view(ctx, func(x *tx) (err error) {
-		st, ok := b.stamp()
-		if ok && x.locked {
-			// Another reader may have scanned this version while this
-			// one waited for the lock.
-			if c, hit := b.cached(st); hit {
-				out = c
-				return nil
+	err := b.view(ctx, func(x *tx) error {
+		if !x.locked {
+			all, err := x.all()
+			for i := range all {
+				all[i] = emptyLists(all[i])
 			}
-		}
-		if out, err = x.all(); err != nil {
+			out = all
 			return err
 		}
-		for i := range out {
-			out[i] = emptyLists(out[i])
+		all, err := b.board(x)
+		if err != nil {
+			return err
 		}
-		if ok && x.locked {
-			b.keep(st, out)
-		}
+		out = copyTasks(all)
 		return nil
 	})
 	return out, err
@@ -521,27 +515,29 @@ func (b *tasks) Claim(ctx context.Context, id, owner string) (store.Task, error)
 }
 
 // ClaimNext claims the claimable task with the lowest id. Under the lock,
-// a scan of the board at its current version names the candidates, so the
-// claim reads one task file instead of every one.
+// the board as List keeps it names the candidates, so the claim reads the
+// task files changed since instead of every one.
 func (b *tasks) ClaimNext(ctx context.Context, owner string) (store.Task, error) {
 	var out store.Task
 	err := b.do(ctx, func(x *tx) (err error) {
-		if st, ok := b.stamp(); ok && owner != "" {
-			if snap, hit := b.cached(st); hit {
-				now := b.t.s.opts.Now()
-				for _, t := range snap {
-					if t.Claimable() != nil {
-						continue
-					}
-					if out, err = store.ClaimTask(x, t.ID, owner, now); err == nil {
-						return nil
-					}
-				}
-				return store.ErrNoTask
+		if owner == "" {
+			_, err = store.ClaimNextTask(x, owner, b.t.s.opts.Now())
+			return err
+		}
+		board, err := b.board(x)
+		if err != nil {
+			return err
+		}
+		now := b.t.s.opts.Now()
+		for _, t := range board {
+			if t.Claimable() != nil {
+				continue
+			}
+			if out, err = store.ClaimTask(x, t.ID, owner, now); err == nil {
+				return nil
 			}
 		}
-		out, err = store.ClaimNextTask(x, owner, b.t.s.opts.Now())
-		return err
+		return store.ErrNoTask
 	})
 	if err != nil {
 		return store.Task{}, fmt.Errorf("claim: %w", err)
