@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	assembly "github.com/troupe-dev/troupe/internal/app"
+	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
@@ -47,7 +50,13 @@ type teamReport struct {
 	SpawnSeconds     float64 `json:"spawn_s"`
 	TeardownSeconds  float64 `json:"teardown_s"`
 	RSSPerTeammateMB float64 `json:"rss_per_teammate_mb"`
-	PeakRSSMB        float64 `json:"peak_rss_mb"`
+	// Wake latency, after the idle window: from the start of a Send to
+	// one idle teammate to the start of that teammate's next model
+	// request, over --wake-samples messages.
+	WakeSamples int     `json:"wake_samples"`
+	WakeP50MS   float64 `json:"wake_p50_ms"`
+	WakeP99MS   float64 `json:"wake_p99_ms"`
+	PeakRSSMB   float64 `json:"peak_rss_mb"`
 	// The prompt cache of phase 1, as the fake API simulated it: cache
 	// reads over all input tokens, the same without each agent's first
 	// call, the dollars per completed task at list prices, and whether the
@@ -65,7 +74,7 @@ type teamReport struct {
 func (a *app) benchTeamCmd() *cobra.Command {
 	var (
 		teammates, tasks, idleTeammates int
-		members                         int
+		members, wakeSamples            int
 		idleFor                         time.Duration
 		asJSON                          bool
 		cpuProfile                      string
@@ -94,7 +103,7 @@ used meanwhile and the memory each teammate adds; then the session closes
 			if members > 0 {
 				teammates, tasks, idleTeammates = 0, 0, members
 			}
-			rep, err := a.benchTeam(cmd.Context(), teammates, tasks, idleTeammates, idleFor)
+			rep, err := a.benchTeam(cmd.Context(), teammates, tasks, idleTeammates, idleFor, wakeSamples)
 			if err != nil {
 				return withCode(ExitError, err)
 			}
@@ -115,6 +124,10 @@ used meanwhile and the memory each teammate adds; then the session closes
 					rep.IdleTeammates, rep.SpawnSeconds, rep.TeardownSeconds, rep.RSSPerTeammateMB)
 				fmt.Fprintf(a.stdout, "%d idle teammates for %.0fs: %d model calls, %.3f CPU s (%.3f%% of one core)\n",
 					rep.IdleTeammates, rep.IdleSeconds, rep.IdleMemberModelCalls, rep.IdleCPUSeconds, rep.IdleCPUPercentOfCore)
+				if rep.WakeSamples > 0 {
+					fmt.Fprintf(a.stdout, "wake (send -> the teammate's next model request): p50 %.2f ms, p99 %.2f ms over %d messages\n",
+						rep.WakeP50MS, rep.WakeP99MS, rep.WakeSamples)
+				}
 			}
 			fmt.Fprintf(a.stdout, "peak RSS %.0f MB\n", rep.PeakRSSMB)
 			return nil
@@ -124,6 +137,7 @@ used meanwhile and the memory each teammate adds; then the session closes
 	cmd.Flags().IntVar(&tasks, "tasks", 500, "tasks on the board")
 	cmd.Flags().IntVar(&idleTeammates, "idle-teammates", 100, "teammates kept idle in phase 2")
 	cmd.Flags().IntVar(&members, "members", 0, "run phase 2 alone with this many teammates (spawn, idle, teardown)")
+	cmd.Flags().IntVar(&wakeSamples, "wake-samples", 50, "messages sent one at a time to an idle teammate after the idle window, to time its wake")
 	cmd.Flags().DurationVar(&idleFor, "idle-window", 10*time.Second, "how long phase 2 watches the idle teammates")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
@@ -168,7 +182,7 @@ func benchTeamScript(teammates, tasks int) string {
 	return b.String()
 }
 
-func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int, idleFor time.Duration) (*teamReport, error) {
+func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int, idleFor time.Duration, wakeSamples int) (*teamReport, error) {
 	if teammates < 0 || tasks < 0 || idleTeammates < 0 || teammates+idleTeammates == 0 {
 		return nil, fmt.Errorf("--teammates, --tasks and --idle-teammates must be at least 0, and one phase must have teammates")
 	}
@@ -181,7 +195,7 @@ func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int
 
 	// Phase 2: idle cost.
 	if idleTeammates > 0 && idleFor > 0 {
-		idle, err := a.benchTeamRun(ctx, idleTeammates, 0, idleFor)
+		idle, err := a.benchTeamRun(ctx, idleTeammates, 0, idleFor, max(wakeSamples, 0))
 		if err != nil {
 			return nil, err
 		}
@@ -192,6 +206,12 @@ func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int
 		rep.SpawnSeconds = idle.wall.Seconds()
 		rep.TeardownSeconds = idle.teardown.Seconds()
 		rep.RSSPerTeammateMB = idle.rssGrowthMB / float64(idleTeammates)
+		if n := len(idle.wakes); n > 0 {
+			slices.Sort(idle.wakes)
+			rep.WakeSamples = n
+			rep.WakeP50MS = storePercentile(idle.wakes, 0.5) * 1000
+			rep.WakeP99MS = storePercentile(idle.wakes, 0.99) * 1000
+		}
 	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
@@ -202,7 +222,7 @@ func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int
 
 // benchTeamThroughput runs phase 1 into rep.
 func (a *app) benchTeamThroughput(ctx context.Context, rep *teamReport) error {
-	run, err := a.benchTeamRun(ctx, rep.Teammates, rep.Tasks, 0)
+	run, err := a.benchTeamRun(ctx, rep.Teammates, rep.Tasks, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -309,11 +329,12 @@ type benchRun struct {
 	// time its session took to close.
 	rssGrowthMB float64
 	teardown    time.Duration
+	wakes       []float64 // seconds
 }
 
 // benchTeamRun runs one team until it is done, then, with idleFor > 0,
 // keeps it idle that long and measures what it costs.
-func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor time.Duration) (*benchRun, error) {
+func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor time.Duration, wakeSamples int) (*benchRun, error) {
 	dir, err := os.MkdirTemp("", "troupe-bench-team-")
 	if err != nil {
 		return nil, err
@@ -329,10 +350,11 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 		return nil, err
 	}
 	defer fake.Close()
-	provider, err := assembly.AnthropicAt(base, "bench", -1)
+	anthropic, err := assembly.AnthropicAt(base, "bench", -1)
 	if err != nil {
 		return nil, err
 	}
+	provider := &timedProvider{Provider: anthropic, started: make(chan time.Time, 1)}
 	bench := *a
 	bench.stateDir = ""
 	e, err := bench.openEnv(dir, nil)
@@ -396,6 +418,11 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 		run.idleCPU = cpuSeconds() - before
 		run.idleCalls = len(fake.Requests()) - run.calls
 		run.rssGrowthMB = max(settledRSS()-rss0, 0)
+		if wakeSamples > 0 {
+			if run.wakes, err = benchWake(ctx, sess, provider, wakeSamples); err != nil {
+				return nil, err
+			}
+		}
 		began := time.Now()
 		closed = true
 		if err := sess.Close(); err != nil {
@@ -404,6 +431,87 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 		run.teardown = time.Since(began)
 	}
 	return run, nil
+}
+
+// timedProvider tells when each model request starts.
+type timedProvider struct {
+	llm.Provider
+	started chan time.Time // the latest start not yet taken
+}
+
+func (p *timedProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Event, error] {
+	seq := p.Provider.Stream(ctx, req)
+	return func(yield func(llm.Event, error) bool) {
+		now := time.Now()
+		select {
+		case <-p.started: // an older start nobody waited for
+		default:
+		}
+		p.started <- now
+		seq(yield)
+	}
+}
+
+// benchWake sends n messages, one at a time, from the human to the
+// session's first teammate while it is idle, and returns for each the
+// time from the start of the Send to the start of the teammate's next
+// model request (the lead makes none: its run is over).
+func benchWake(ctx context.Context, sess *team.Session, p *timedProvider, n int) ([]float64, error) {
+	t, err := sess.Team()
+	if err != nil {
+		return nil, err
+	}
+	r, err := t.ReadRoster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Members) == 0 {
+		return nil, nil
+	}
+	name := r.Members[0].Name
+	select {
+	case <-p.started:
+	default:
+	}
+	var out []float64
+	for i := range n {
+		began := time.Now()
+		if _, err := t.Mailbox().Send(ctx, store.Message{Type: store.TypeMessage, From: "human", To: name, Content: fmt.Sprintf("wake %d", i)}); err != nil {
+			return nil, err
+		}
+		select {
+		case at := <-p.started:
+			out = append(out, at.Sub(began).Seconds())
+		case <-time.After(10 * time.Second):
+			return nil, fmt.Errorf("wake %d: %s made no model request within 10s", i, name)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		// The next message goes to an idle teammate again.
+		if err := waitIdleSince(ctx, t, name, began); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// waitIdleSince waits until member is idle on the roster with a heartbeat
+// after since.
+func waitIdleSince(ctx context.Context, t store.Team, member string, since time.Time) error {
+	for {
+		r, err := t.ReadRoster(ctx)
+		if err != nil {
+			return err
+		}
+		if m, ok := r.Member(member); ok && m.Status == store.StatusIdle && m.HeartbeatAt.After(since) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 // waitAllIdle waits until n teammates of the session's team are idle on

@@ -130,7 +130,9 @@ func (b *tasks) board(x *tx) ([]store.Task, error) {
 		if err == nil && int64(len(changed)) == ver.Size()-c.off {
 			next.fullAt = c.fullAt
 			next.tasks = b.patch(x, c.tasks, changed)
-			b.keep(next)
+			if len(x.staged) == 0 {
+				b.keep(next)
+			}
 			return next.tasks, nil
 		}
 	}
@@ -142,7 +144,10 @@ func (b *tasks) board(x *tx) ([]store.Task, error) {
 		tasks[i] = emptyLists(tasks[i])
 	}
 	next.fullAt, next.tasks = time.Now(), tasks
-	b.keep(next)
+	if len(x.staged) == 0 {
+		// A group commit's staged tasks are not on the board yet.
+		b.keep(next)
+	}
 	return tasks, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/store"
@@ -257,42 +258,152 @@ func applyLog(r *store.Roster, data []byte, heartbeatsOnly *bool) error {
 // the result durable: appended to the log when it only adds or changes
 // members in place, written whole otherwise.
 func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (store.Roster, error) {
-	var out store.Roster
-	err := t.s.locks.withLock(ctx, t.path("config.lock"), func() error {
-		cur, err := t.roster()
-		if err != nil {
-			return err
-		}
-		next := cloneRoster(cur.r)
-		if err := fn(&next); err != nil {
-			return err
-		}
-		next.Name, next.Lead, next.CreatedAt = cur.r.Name, cur.r.Lead, cur.r.CreatedAt
-		if err := validateRoster(&next); err != nil {
-			return fmt.Errorf("update roster of team %s: %w", t.name, err)
-		}
-		lines, beats, ok := logLines(&cur.r, &next)
-		switch {
-		case ok && len(lines) == 0:
-		case ok && cur.off+int64(len(lines)) <= rosterLogBytes:
-			if err := appendLine(t.logPath(), lines, nil); err != nil {
-				return fmt.Errorf("update roster of team %s: %w", t.name, err)
-			}
-			if !beats || !cur.heartbeatsOnly {
-				t.s.compactSoon(t)
-			}
-		default:
-			if err := t.writeRoster(&next); err != nil {
-				return fmt.Errorf("update roster of team %s: %w", t.name, err)
-			}
-		}
-		out = next
-		return nil
-	})
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return store.Roster{}, err
 	}
-	return cloneRoster(out), nil
+	r := &rosterReq{fn: fn, done: make(chan error, 1)}
+	g := t.s.rosterBatches.get(t.key)
+	g.mu.Lock()
+	g.queue = append(g.queue, r)
+	if !g.running {
+		g.running = true
+		for {
+			batch := g.queue
+			g.queue = nil
+			g.mu.Unlock()
+			// Waited for without ctx: other callers' changes ride on it.
+			err := t.s.locks.withLock(context.WithoutCancel(ctx), t.path("config.lock"), func() error {
+				return t.updateBatch(batch)
+			})
+			if err != nil {
+				for _, q := range batch {
+					q.done <- err
+				}
+			}
+			g.mu.Lock()
+			if len(g.queue) == 0 {
+				g.running = false
+				break
+			}
+		}
+	}
+	g.mu.Unlock()
+	if err := <-r.done; err != nil {
+		return store.Roster{}, err
+	}
+	return cloneRoster(r.out), nil
+}
+
+// rosterReq is one UpdateRoster waiting in a group commit: the changes
+// that arrive together (members' statuses, a spawn) are applied in order
+// under one hold of config.lock, each seeing the ones before it, and their
+// log lines appended with one write and one fsync. Each caller still
+// returns only once its change is durable.
+type rosterReq struct {
+	fn   func(*store.Roster) error
+	out  store.Roster
+	done chan error
+}
+
+type rosterBatch struct {
+	mu      sync.Mutex
+	running bool
+	queue   []*rosterReq
+}
+
+// rosterBatches hands out one rosterBatch per team key.
+type rosterBatches struct {
+	mu sync.Mutex
+	m  map[string]*rosterBatch
+}
+
+func (rb *rosterBatches) get(key string) *rosterBatch {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	if rb.m == nil {
+		rb.m = make(map[string]*rosterBatch)
+	}
+	g, ok := rb.m[key]
+	if !ok {
+		g = &rosterBatch{}
+		rb.m[key] = g
+	}
+	return g
+}
+
+// updateBatch applies the queued changes in order and answers each; the
+// caller holds config.lock.
+func (t *Team) updateBatch(batch []*rosterReq) error {
+	c, err := t.roster()
+	if err != nil {
+		return err
+	}
+	cur := cloneRoster(c.r)
+	off, heartbeatsOnly := c.off, c.heartbeatsOnly
+	var lines []byte
+	var waiting []*rosterReq
+	fold := false
+	flush := func() error {
+		var err error
+		if len(lines) > 0 {
+			if err = appendLine(t.logPath(), lines, nil); err != nil {
+				err = fmt.Errorf("update roster of team %s: %w", t.name, err)
+			}
+		}
+		for _, q := range waiting {
+			q.done <- err
+		}
+		off += int64(len(lines))
+		lines, waiting = nil, nil
+		return err
+	}
+	for i, q := range batch {
+		next := cloneRoster(cur)
+		if err := q.fn(&next); err != nil {
+			q.done <- err
+			continue
+		}
+		next.Name, next.Lead, next.CreatedAt = cur.Name, cur.Lead, cur.CreatedAt
+		if err := validateRoster(&next); err != nil {
+			q.done <- fmt.Errorf("update roster of team %s: %w", t.name, err)
+			continue
+		}
+		add, beats, ok := logLines(&cur, &next)
+		q.out = next
+		if ok && off+int64(len(lines)+len(add)) <= rosterLogBytes {
+			lines = append(lines, add...)
+			if !beats {
+				heartbeatsOnly = false
+				fold = true
+			}
+			cur = next
+			waiting = append(waiting, q)
+			continue
+		}
+		if err := flush(); err != nil {
+			// The rest were made on what could not be written.
+			for _, rest := range batch[i:] {
+				rest.done <- err
+			}
+			return nil
+		}
+		if err := t.writeRoster(&next); err != nil {
+			q.done <- fmt.Errorf("update roster of team %s: %w", t.name, err)
+			for _, rest := range batch[i+1:] {
+				rest.done <- err
+			}
+			return nil
+		}
+		q.done <- nil
+		cur, off, heartbeatsOnly = next, 0, true
+	}
+	if err := flush(); err != nil {
+		return nil
+	}
+	if fold || !heartbeatsOnly {
+		t.s.compactSoon(t)
+	}
+	return nil
 }
 
 // writeRoster replaces config.json with r and starts a new log (a header

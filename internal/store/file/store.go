@@ -71,10 +71,12 @@ type Store struct {
 	teamsDir string
 	opts     Options
 
-	locks   locks
-	appends groups // group commits of the journal and transcripts
-	hub     hub
-	watcher watcher
+	locks         locks
+	appends       groups        // group commits of the journal and transcripts
+	batches       batches       // group commits of the boards
+	rosterBatches rosterBatches // group commits of the rosters
+	hub           hub
+	watcher       watcher
 
 	mu      sync.Mutex
 	readers map[string]*reader // key inboxKey(team, member)

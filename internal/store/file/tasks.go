@@ -42,11 +42,27 @@ type tx struct {
 	removed []string
 	extra   []string // ids an unfinished intent creates (lock-free reads)
 	locked  bool     // fn runs under the board lock (view may read without)
-	hwm     string   // the id NextID gave out, written at commit
+	// staged are the tasks written by the earlier transactions of a group
+	// commit, not yet in their files (nil outside one).
+	staged map[string]*store.Task
+	hwm    string // the id NextID gave out, written at commit
 }
 
-// do runs fn under the board lock and commits what it changed.
+// do runs fn under the board lock and commits what it changed, in a group
+// commit with the changes other goroutines of this process make at the
+// same time (see boardbatch.go).
 func (b *tasks) do(ctx context.Context, fn func(*tx) error) error {
+	if err := b.t.s.closedErr(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return b.t.s.batches.get(b.t.key).run(ctx, b, fn)
+}
+
+// locked runs fn under the board lock alone and commits what it changed.
+func (b *tasks) locked(ctx context.Context, fn func(*tx) error) error {
 	if err := b.t.s.closedErr(); err != nil {
 		return err
 	}
@@ -71,7 +87,7 @@ func (b *tasks) do(ctx context.Context, fn func(*tx) error) error {
 // .troupe), it reads without it instead, seeing an unfinished intent as
 // already applied, so that looking at a board never needs write access.
 func (b *tasks) view(ctx context.Context, fn func(*tx) error) error {
-	err := b.do(ctx, fn)
+	err := b.locked(ctx, fn)
 	if err == nil || !lockUnavailable(err) {
 		return err
 	}
@@ -209,6 +225,11 @@ func (x *tx) Get(id string) (store.Task, error) {
 			return store.Task{}, fmt.Errorf("task %s: %w", id, store.ErrTaskNotFound)
 		}
 		return *t, nil
+	}
+	if t, ok := x.staged[id]; ok {
+		c := store.CloneTask(*t)
+		x.cache[id] = &c
+		return c, nil
 	}
 	t, err := x.b.read(id)
 	if errors.Is(err, store.ErrTaskNotFound) {
