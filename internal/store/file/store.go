@@ -5,12 +5,19 @@
 // Layout (DESIGN §3), under <stateDir>/teams/<team>/:
 //
 //	config.json                 roster, replaced whole (temp + fsync + rename) under config.lock
+//	roster.jsonl                member records changed since config.json was written, one per line (roster.go)
 //	inbox/<member>.jsonl        one message per line, appended under inbox/<member>.lock
 //	inbox/<member>.cursor       {"offset":N,"len":L,"sum":"…"}: bytes durably consumed
 //	inbox/<member>.bad          malformed lines set aside by the reader
 //	tasks/<id>.json             one task per file; tasks/.highwatermark; tasks/.lock
+//	tasks/.version              the board's change log: the ids each change touched (boardcache.go)
 //	transcripts/<member>.jsonl  an agent's conversation, appended under <member>.lock
 //	events.jsonl                the team journal, appended under events.lock
+//
+// Writers of one process that arrive together share one hold of a lock and
+// one fsync (group commit: the journal and transcripts, the board's
+// single-file changes, roster updates); each still returns only once its
+// own change is durable.
 //
 // Every append is one write of one line, fsynced, under the file's lock; a
 // write or fsync that fails (disk full) cuts the file back to where it was,
