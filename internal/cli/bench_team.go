@@ -398,11 +398,15 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 	res, err := sess.RunHeadless(ctx, "Run the bench.")
 	if err == nil && idleFor > 0 {
 		// The idle window opens once every teammate is idle on the
-		// roster: spawns and their first turns are over.
+		// roster and the journal has been quiet for a while: spawns,
+		// their first turns and what follows them are over.
 		err = waitAllIdle(ctx, sess, teammates)
 	}
 	recs := fake.Requests()
 	run := &benchRun{res: res, wall: time.Since(start), completed: int(completed.Load()), calls: len(recs), recs: recs}
+	if err == nil && idleFor > 0 {
+		err = waitJournalQuiet(ctx, sess, 500*time.Millisecond)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -542,6 +546,35 @@ func waitAllIdle(ctx context.Context, sess *team.Session, n int) error {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// waitJournalQuiet waits until the session's team journal has had no new
+// event for quiet.
+func waitJournalQuiet(ctx context.Context, sess *team.Session, quiet time.Duration) error {
+	t, err := sess.Team()
+	if err != nil {
+		return err
+	}
+	_, cur, err := t.Journal().ReadAfter(ctx, "")
+	if err != nil {
+		return err
+	}
+	last := time.Now()
+	for time.Since(last) < quiet {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		evs, next, err := t.Journal().ReadAfter(ctx, cur)
+		if err != nil {
+			return err
+		}
+		if cur = next; len(evs) > 0 {
+			last = time.Now()
+		}
+	}
+	return nil
 }
 
 // settledRSS is this process's resident memory in MB once the memory the
