@@ -4,8 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"os"
 	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	assembly "github.com/troupe-dev/troupe/internal/app"
+	"github.com/troupe-dev/troupe/internal/llm"
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
@@ -36,7 +42,21 @@ type teamReport struct {
 	IdleSeconds           float64 `json:"idle_window_s"`
 	IdleCPUSeconds        float64 `json:"idle_cpu_s"`
 	IdleCPUPercentOfCore  float64 `json:"idle_cpu_pct_of_one_core"`
-	PeakRSSMB             float64 `json:"peak_rss_mb"`
+	// Phase 2's team: the time from the lead's start until every teammate
+	// is spawned and idle on the roster, the resident memory each idle
+	// teammate adds (measured after returning freed memory to the system,
+	// before the spawns and after the idle window), and the time to stop
+	// them all (Session.Close).
+	SpawnSeconds     float64 `json:"spawn_s"`
+	TeardownSeconds  float64 `json:"teardown_s"`
+	RSSPerTeammateMB float64 `json:"rss_per_teammate_mb"`
+	// Wake latency, after the idle window: from the start of a Send to
+	// one idle teammate to the start of that teammate's next model
+	// request, over --wake-samples messages.
+	WakeSamples int     `json:"wake_samples"`
+	WakeP50MS   float64 `json:"wake_p50_ms"`
+	WakeP99MS   float64 `json:"wake_p99_ms"`
+	PeakRSSMB   float64 `json:"peak_rss_mb"`
 	// The prompt cache of phase 1, as the fake API simulated it: cache
 	// reads over all input tokens, the same without each agent's first
 	// call, the dollars per completed task at list prices, and whether the
@@ -56,10 +76,12 @@ type teamReport struct {
 func (a *app) benchTeamCmd() *cobra.Command {
 	var (
 		teammates, tasks, idleTeammates int
+		members, wakeSamples            int
 		idleFor                         time.Duration
 		asJSON                          bool
 		isolation                       string
 		repoFiles, worktrees            int
+		cpuProfile                      string
 	)
 	cmd := &cobra.Command{
 		Use:   "team",
@@ -69,15 +91,27 @@ the in-process fake API with no latency (each task: claim, one model call that
 completes it, one that ends the turn). Reports wall time, tasks per second, the
 lead's model turns and how many were caused by idle notifications alone.
 
-Phase 2: --idle-teammates teammates with nothing to do sit idle for
---idle-window; reports the model calls they made (must be 0) and the CPU time
-the whole process used meanwhile.`,
+Phase 2: a lead spawns --idle-teammates teammates with nothing to do; once all
+of them are idle on the roster (spawn_s) they sit idle for --idle-window, which
+reports the model calls they made (must be 0), the CPU time the whole process
+used meanwhile and the memory each teammate adds; then the session closes
+(teardown_s). --members N runs phase 2 alone with N teammates.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			iso, err := team.ParseIsolation(isolation)
 			if err != nil {
 				return withCode(ExitUsage, err)
 			}
-			rep, err := a.benchTeam(cmd.Context(), teammates, tasks, idleTeammates, idleFor)
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return withCode(ExitError, err)
+				}
+				defer stop()
+			}
+			if members > 0 {
+				teammates, tasks, idleTeammates = 0, 0, members
+			}
+			rep, err := a.benchTeam(cmd.Context(), teammates, tasks, idleTeammates, idleFor, wakeSamples)
 			if err != nil {
 				return withCode(ExitError, err)
 			}
@@ -91,29 +125,57 @@ the whole process used meanwhile.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(rep)
 			}
-			fmt.Fprintf(a.stdout, "%d teammates, %d/%d tasks in %.2fs (%.1f tasks/s), %d model calls\n",
-				rep.Teammates, rep.TasksCompleted, rep.Tasks, rep.WallSeconds, rep.TasksPerSecond, rep.ModelCalls)
-			fmt.Fprintf(a.stdout, "lead: %d model turns, %d from idle notifications alone\n", rep.LeadModelTurns, rep.LeadTurnsFromIdleOnly)
-			fmt.Fprintf(a.stdout, "prompt cache: %.1f%% of input read (%.1f%% after each agent's first call), $%.5f per task, prefix shared across teammates: %t (%d tokens)\n",
-				100*rep.CacheHitRatio, 100*rep.CacheHitRatioAfterFirstCall, rep.USDPerTask, rep.PrefixSharedAcrossTeammates, rep.SharedPrefixTokens)
-			fmt.Fprintf(a.stdout, "%d idle teammates for %.0fs: %d model calls, %.3f CPU s (%.2f%% of one core); peak RSS %.0f MB\n",
-				rep.IdleTeammates, rep.IdleSeconds, rep.IdleMemberModelCalls, rep.IdleCPUSeconds, rep.IdleCPUPercentOfCore, rep.PeakRSSMB)
+			if rep.Teammates > 0 {
+				fmt.Fprintf(a.stdout, "%d teammates, %d/%d tasks in %.2fs (%.1f tasks/s), %d model calls\n",
+					rep.Teammates, rep.TasksCompleted, rep.Tasks, rep.WallSeconds, rep.TasksPerSecond, rep.ModelCalls)
+				fmt.Fprintf(a.stdout, "lead: %d model turns, %d from idle notifications alone\n", rep.LeadModelTurns, rep.LeadTurnsFromIdleOnly)
+				fmt.Fprintf(a.stdout, "prompt cache: %.1f%% of input read (%.1f%% after each agent's first call), $%.5f per task, prefix shared across teammates: %t (%d tokens)\n",
+					100*rep.CacheHitRatio, 100*rep.CacheHitRatioAfterFirstCall, rep.USDPerTask, rep.PrefixSharedAcrossTeammates, rep.SharedPrefixTokens)
+			}
+			if rep.IdleTeammates > 0 {
+				fmt.Fprintf(a.stdout, "%d teammates: spawned and idle in %.2fs, torn down in %.2fs, %.3f MB RSS each\n",
+					rep.IdleTeammates, rep.SpawnSeconds, rep.TeardownSeconds, rep.RSSPerTeammateMB)
+				fmt.Fprintf(a.stdout, "%d idle teammates for %.0fs: %d model calls, %.3f CPU s (%.3f%% of one core)\n",
+					rep.IdleTeammates, rep.IdleSeconds, rep.IdleMemberModelCalls, rep.IdleCPUSeconds, rep.IdleCPUPercentOfCore)
+				if rep.WakeSamples > 0 {
+					fmt.Fprintf(a.stdout, "wake (send -> the teammate's next model request): p50 %.2f ms, p99 %.2f ms over %d messages\n",
+						rep.WakeP50MS, rep.WakeP99MS, rep.WakeSamples)
+				}
+			}
 			if w := rep.Worktree; w != nil {
 				fmt.Fprintf(a.stdout, "worktrees on a %d-file repository: spawn %.1f ms p50 (max %.1f) vs shared checkout %.3f ms; commit+merge %.1f ms p50, %.1f merges/s\n",
 					w.RepoFiles, w.SpawnMSP50, w.SpawnMSMax, w.SharedSpawnMS, w.MergeMSP50, w.MergesPerSec)
 			}
+			fmt.Fprintf(a.stdout, "peak RSS %.0f MB\n", rep.PeakRSSMB)
 			return nil
 		},
 	}
 	cmd.Flags().IntVar(&teammates, "teammates", 50, "teammates working through the tasks")
 	cmd.Flags().IntVar(&tasks, "tasks", 500, "tasks on the board")
 	cmd.Flags().IntVar(&idleTeammates, "idle-teammates", 100, "teammates kept idle in phase 2")
+	cmd.Flags().IntVar(&members, "members", 0, "run phase 2 alone with this many teammates (spawn, idle, teardown)")
+	cmd.Flags().IntVar(&wakeSamples, "wake-samples", 50, "messages sent one at a time to an idle teammate after the idle window, to time its wake")
 	cmd.Flags().DurationVar(&idleFor, "idle-window", 10*time.Second, "how long phase 2 watches the idle teammates")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&isolation, "isolation", "", "worktree: add phase 3, worktree isolation's spawn overhead and merge throughput on a --repo-files repository")
 	cmd.Flags().IntVar(&repoFiles, "repo-files", 10000, "files in phase 3's repository")
 	cmd.Flags().IntVar(&worktrees, "worktrees", 5, "teammates' worktrees spawned and merged in phase 3")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	return cmd
+}
+
+// startCPUProfile profiles this process into path until the returned stop
+// is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile %s: %w", path, err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // benchTeamScript scripts phase 1 (and, with tasks = 0, phase 2).
@@ -140,16 +202,49 @@ func benchTeamScript(teammates, tasks int) string {
 	return b.String()
 }
 
-func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int, idleFor time.Duration) (*teamReport, error) {
-	if teammates < 1 || tasks < 0 || idleTeammates < 0 {
-		return nil, fmt.Errorf("--teammates must be at least 1, --tasks and --idle-teammates at least 0")
+func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int, idleFor time.Duration, wakeSamples int) (*teamReport, error) {
+	if teammates < 0 || tasks < 0 || idleTeammates < 0 || teammates+idleTeammates == 0 {
+		return nil, fmt.Errorf("--teammates, --tasks and --idle-teammates must be at least 0, and one phase must have teammates")
 	}
 	rep := &teamReport{Teammates: teammates, Tasks: tasks, IdleTeammates: idleTeammates, GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+	if teammates > 0 {
+		if err := a.benchTeamThroughput(ctx, rep); err != nil {
+			return nil, err
+		}
+	}
 
-	// Phase 1: throughput.
-	run, err := a.benchTeamRun(ctx, teammates, tasks, 0)
+	// Phase 2: idle cost.
+	if idleTeammates > 0 && idleFor > 0 {
+		idle, err := a.benchTeamRun(ctx, idleTeammates, 0, idleFor, max(wakeSamples, 0))
+		if err != nil {
+			return nil, err
+		}
+		rep.IdleMemberModelCalls = idle.idleCalls
+		rep.IdleSeconds = idleFor.Seconds()
+		rep.IdleCPUSeconds = idle.idleCPU
+		rep.IdleCPUPercentOfCore = 100 * idle.idleCPU / idleFor.Seconds()
+		rep.SpawnSeconds = idle.wall.Seconds()
+		rep.TeardownSeconds = idle.teardown.Seconds()
+		rep.RSSPerTeammateMB = idle.rssGrowthMB / float64(idleTeammates)
+		if n := len(idle.wakes); n > 0 {
+			slices.Sort(idle.wakes)
+			rep.WakeSamples = n
+			rep.WakeP50MS = storePercentile(idle.wakes, 0.5) * 1000
+			rep.WakeP99MS = storePercentile(idle.wakes, 0.99) * 1000
+		}
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		rep.PeakRSSMB = float64(ru.Maxrss) / 1024
+	}
+	return rep, nil
+}
+
+// benchTeamThroughput runs phase 1 into rep.
+func (a *app) benchTeamThroughput(ctx context.Context, rep *teamReport) error {
+	run, err := a.benchTeamRun(ctx, rep.Teammates, rep.Tasks, 0, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rep.WallSeconds = run.wall.Seconds()
 	rep.TasksCompleted = run.completed
@@ -164,23 +259,7 @@ func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int
 	if run.completed > 0 {
 		rep.USDPerTask = c.usd / float64(run.completed)
 	}
-
-	// Phase 2: idle cost.
-	if idleTeammates > 0 && idleFor > 0 {
-		idle, err := a.benchTeamRun(ctx, idleTeammates, 0, idleFor)
-		if err != nil {
-			return nil, err
-		}
-		rep.IdleMemberModelCalls = idle.idleCalls
-		rep.IdleSeconds = idleFor.Seconds()
-		rep.IdleCPUSeconds = idle.idleCPU
-		rep.IdleCPUPercentOfCore = 100 * idle.idleCPU / idleFor.Seconds()
-	}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		rep.PeakRSSMB = float64(ru.Maxrss) / 1024
-	}
-	return rep, nil
+	return nil
 }
 
 // benchCache is what the fake API's prompt cache did in a bench run.
@@ -266,11 +345,16 @@ type benchRun struct {
 	wall      time.Duration
 	idleCalls int     // model calls during the idle window
 	idleCPU   float64 // CPU seconds the process used during the idle window
+	// With an idle window: the resident memory the team added, and the
+	// time its session took to close.
+	rssGrowthMB float64
+	teardown    time.Duration
+	wakes       []float64 // seconds
 }
 
 // benchTeamRun runs one team until it is done, then, with idleFor > 0,
 // keeps it idle that long and measures what it costs.
-func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor time.Duration) (*benchRun, error) {
+func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor time.Duration, wakeSamples int) (*benchRun, error) {
 	dir, err := os.MkdirTemp("", "troupe-bench-team-")
 	if err != nil {
 		return nil, err
@@ -286,10 +370,11 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 		return nil, err
 	}
 	defer fake.Close()
-	provider, err := assembly.AnthropicAt(base, "bench", -1)
+	anthropic, err := assembly.AnthropicAt(base, "bench", -1)
 	if err != nil {
 		return nil, err
 	}
+	provider := &timedProvider{Provider: anthropic, started: make(chan time.Time, 1)}
 	bench := *a
 	bench.stateDir = ""
 	e, err := bench.openEnv(dir, nil)
@@ -318,15 +403,30 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 			completed.Add(1)
 		}
 	}
+	rss0 := settledRSS()
 	sess, err := team.NewSession(cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer sess.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			sess.Close()
+		}
+	}()
 	start := time.Now()
 	res, err := sess.RunHeadless(ctx, "Run the bench.")
+	if err == nil && idleFor > 0 {
+		// The idle window opens once every teammate is idle on the
+		// roster and the journal has been quiet for a while: spawns,
+		// their first turns and what follows them are over.
+		err = waitAllIdle(ctx, sess, teammates)
+	}
 	recs := fake.Requests()
 	run := &benchRun{res: res, wall: time.Since(start), completed: int(completed.Load()), calls: len(recs), recs: recs}
+	if err == nil && idleFor > 0 {
+		err = waitJournalQuiet(ctx, sess, 500*time.Millisecond)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -341,8 +441,180 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 		}
 		run.idleCPU = cpuSeconds() - before
 		run.idleCalls = len(fake.Requests()) - run.calls
+		run.rssGrowthMB = max(settledRSS()-rss0, 0)
+		if wakeSamples > 0 {
+			if run.wakes, err = benchWake(ctx, sess, provider, wakeSamples); err != nil {
+				return nil, err
+			}
+		}
+		began := time.Now()
+		closed = true
+		if err := sess.Close(); err != nil {
+			return nil, err
+		}
+		run.teardown = time.Since(began)
 	}
 	return run, nil
+}
+
+// timedProvider tells when each model request starts.
+type timedProvider struct {
+	llm.Provider
+	started chan time.Time // the latest start not yet taken
+}
+
+func (p *timedProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Event, error] {
+	seq := p.Provider.Stream(ctx, req)
+	return func(yield func(llm.Event, error) bool) {
+		now := time.Now()
+		select {
+		case <-p.started: // an older start nobody waited for
+		default:
+		}
+		p.started <- now
+		seq(yield)
+	}
+}
+
+// benchWake sends n messages, one at a time, from the human to the
+// session's first teammate while it is idle, and returns for each the
+// time from the start of the Send to the start of the teammate's next
+// model request (the lead makes none: its run is over).
+func benchWake(ctx context.Context, sess *team.Session, p *timedProvider, n int) ([]float64, error) {
+	t, err := sess.Team()
+	if err != nil {
+		return nil, err
+	}
+	r, err := t.ReadRoster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Members) == 0 {
+		return nil, nil
+	}
+	name := r.Members[0].Name
+	select {
+	case <-p.started:
+	default:
+	}
+	var out []float64
+	for i := range n {
+		began := time.Now()
+		if _, err := t.Mailbox().Send(ctx, store.Message{Type: store.TypeMessage, From: "human", To: name, Content: fmt.Sprintf("wake %d", i)}); err != nil {
+			return nil, err
+		}
+		select {
+		case at := <-p.started:
+			out = append(out, at.Sub(began).Seconds())
+		case <-time.After(10 * time.Second):
+			return nil, fmt.Errorf("wake %d: %s made no model request within 10s", i, name)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		// The next message goes to an idle teammate again.
+		if err := waitIdleSince(ctx, t, name, began); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// waitIdleSince waits until member is idle on the roster with a heartbeat
+// after since.
+func waitIdleSince(ctx context.Context, t store.Team, member string, since time.Time) error {
+	for {
+		r, err := t.ReadRoster(ctx)
+		if err != nil {
+			return err
+		}
+		if m, ok := r.Member(member); ok && m.Status == store.StatusIdle && m.HeartbeatAt.After(since) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// waitAllIdle waits until n teammates of the session's team are idle on
+// its roster. The bench looks every 10 ms: it measures, it is not part of
+// the runtime.
+func waitAllIdle(ctx context.Context, sess *team.Session, n int) error {
+	t, err := sess.Team()
+	if err != nil {
+		return err
+	}
+	for {
+		r, err := t.ReadRoster(ctx)
+		if err != nil {
+			return err
+		}
+		idle := 0
+		for _, m := range r.Members {
+			if m.Status == store.StatusIdle {
+				idle++
+			}
+		}
+		if idle >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// waitJournalQuiet waits until the session's team journal has had no new
+// event for quiet.
+func waitJournalQuiet(ctx context.Context, sess *team.Session, quiet time.Duration) error {
+	t, err := sess.Team()
+	if err != nil {
+		return err
+	}
+	_, cur, err := t.Journal().ReadAfter(ctx, "")
+	if err != nil {
+		return err
+	}
+	last := time.Now()
+	for time.Since(last) < quiet {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		evs, next, err := t.Journal().ReadAfter(ctx, cur)
+		if err != nil {
+			return err
+		}
+		if cur = next; len(evs) > 0 {
+			last = time.Now()
+		}
+	}
+	return nil
+}
+
+// settledRSS is this process's resident memory in MB once the memory the
+// Go runtime holds free has been given back to the system, so that two
+// readings differ by what is alive, not by garbage.
+func settledRSS() float64 {
+	debug.FreeOSMemory()
+	data, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return float64(pages*int64(os.Getpagesize())) / (1 << 20)
 }
 
 // cpuSeconds is the CPU time (user + system) this process has used.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -23,10 +24,12 @@ func (m *Member) idle(ctx context.Context) ([]llm.Block, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	boardCh, err := m.cfg.Team.Tasks().Watch(wctx)
+	// The board wakes this member only for a change it could act on.
+	boardCh, stopBoard, err := watchBoard(m.cfg.Team, m.wantsBoard)
 	if err != nil {
 		return nil, "", err
 	}
+	defer stopBoard()
 	var timeout <-chan time.Time
 	announced := false
 	for {
@@ -88,6 +91,16 @@ func (m *Member) idle(ctx context.Context) ([]llm.Block, string, error) {
 	}
 }
 
+// wantsBoard reports whether this idle member would act on a board of
+// tasks: a task of its own in progress or one it may claim, or any change
+// while a shutdown request waits for its own tasks to end.
+func (m *Member) wantsBoard(tasks []store.Task) bool {
+	if _, ok := m.proto.shutdownRequest(); ok {
+		return true
+	}
+	return couldAct(tasks, store.Member{Name: m.name, Role: m.me.Role})
+}
+
 // wokeTimeout is a wait that ended because its time ran out (an idle
 // member's idle timeout, TeamDelete's wait for members).
 const wokeTimeout = 1
@@ -96,6 +109,20 @@ const wokeTimeout = 1
 // shutdown request is approved at once when the member holds no unfinished
 // task. While a plan waits for approval only messages wake the member.
 func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, exit bool, err error) {
+	// One read of the board for the whole decision.
+	var board []store.Task
+	read := false
+	list := func() ([]store.Task, error) {
+		if read {
+			return board, nil
+		}
+		b, err := m.cfg.Team.Tasks().List(ctx)
+		if err != nil {
+			return nil, err
+		}
+		board, read = b, true
+		return board, nil
+	}
 	queued := m.in.queued()
 	// A shutdown request nobody answered yet: still queued, or delivered
 	// while the member worked and left unanswered by its model.
@@ -107,7 +134,7 @@ func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, e
 	planWait := pending != ""
 
 	if shutdown != nil {
-		own, err := m.ownUnfinished(ctx)
+		own, err := m.ownUnfinishedIn(list)
 		if err != nil {
 			return nil, "", false, err
 		}
@@ -139,7 +166,7 @@ func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, e
 		m.st.overBudget = false
 		m.st.mu.Unlock()
 	}
-	own, err := m.ownUnfinished(ctx)
+	own, err := m.ownUnfinishedIn(list)
 	if err != nil {
 		return nil, "", false, err
 	}
@@ -169,7 +196,7 @@ func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, e
 		}
 		return blocks, "resume task #" + t.ID, false, nil
 	}
-	t, err := m.claim(ctx)
+	t, err := m.claim(ctx, list)
 	if err != nil {
 		return nil, "", false, err
 	}
@@ -185,7 +212,12 @@ func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, e
 
 // ownUnfinished returns the tasks in progress that this member owns.
 func (m *Member) ownUnfinished(ctx context.Context) ([]store.Task, error) {
-	tasks, err := m.cfg.Team.Tasks().List(ctx)
+	return m.ownUnfinishedIn(func() ([]store.Task, error) { return m.cfg.Team.Tasks().List(ctx) })
+}
+
+// ownUnfinishedIn is ownUnfinished on the board list returns.
+func (m *Member) ownUnfinishedIn(list func() ([]store.Task, error)) ([]store.Task, error) {
+	tasks, err := list()
 	if err != nil {
 		return nil, err
 	}
@@ -200,11 +232,12 @@ func (m *Member) ownUnfinished(ctx context.Context) ([]store.Task, error) {
 
 // claim takes the lowest-id claimable task that fits this member's role, by
 // compare-and-set: a task another member took first is skipped.
-func (m *Member) claim(ctx context.Context) (*store.Task, error) {
-	tasks, err := m.cfg.Team.Tasks().List(ctx)
+func (m *Member) claim(ctx context.Context, list func() ([]store.Task, error)) (*store.Task, error) {
+	tasks, err := list()
 	if err != nil {
 		return nil, err
 	}
+	tasks = slices.Clone(tasks) // the list is shared with the caller
 	sort.Slice(tasks, func(i, j int) bool { return store.TaskNum(tasks[i].ID) < store.TaskNum(tasks[j].ID) })
 	me := store.Member{Name: m.name, Role: m.me.Role}
 	for _, t := range tasks {

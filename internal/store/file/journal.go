@@ -198,7 +198,10 @@ func (t *Team) appendLocked(ctx context.Context, lockPath, path string, line []b
 	// Transcripts and the journal keep what agents saw and said: a key
 	// that reached them is written as [redacted].
 	line = secret.RedactBytes(line)
-	err := t.s.locks.withLock(ctx, lockPath, func() error { return appendLine(path, line, nil) })
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := t.s.appends.get(path).append(ctx, &t.s.locks, lockPath, path, line)
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}

@@ -5,12 +5,19 @@
 // Layout (DESIGN §3), under <stateDir>/teams/<team>/:
 //
 //	config.json                 roster, replaced whole (temp + fsync + rename) under config.lock
+//	roster.jsonl                member records changed since config.json was written, one per line (roster.go)
 //	inbox/<member>.jsonl        one message per line, appended under inbox/<member>.lock
 //	inbox/<member>.cursor       {"offset":N,"len":L,"sum":"…"}: bytes durably consumed
 //	inbox/<member>.bad          malformed lines set aside by the reader
 //	tasks/<id>.json             one task per file; tasks/.highwatermark; tasks/.lock
+//	tasks/.version              the board's change log: the ids each change touched (boardcache.go)
 //	transcripts/<member>.jsonl  an agent's conversation, appended under <member>.lock
 //	events.jsonl                the team journal, appended under events.lock
+//
+// Writers of one process that arrive together share one hold of a lock and
+// one fsync (group commit: the journal and transcripts, the board's
+// single-file changes, roster updates); each still returns only once its
+// own change is durable.
 //
 // Every append is one write of one line, fsynced, under the file's lock; a
 // write or fsync that fails (disk full) cuts the file back to where it was,
@@ -71,17 +78,24 @@ type Store struct {
 	teamsDir string
 	opts     Options
 
-	locks   locks
-	hub     hub
-	watcher watcher
+	locks         locks
+	appends       groups        // group commits of the journal and transcripts
+	batches       batches       // group commits of the boards
+	rosterBatches rosterBatches // group commits of the rosters
+	hub           hub
+	watcher       watcher
 
 	mu      sync.Mutex
 	readers map[string]*reader // key inboxKey(team, member)
 	rosters map[string]*rosterCache
-	parsed  taskCache
-	swept   map[string]bool // teams whose stray temporary files were removed
-	closed  bool
-	done    chan struct{}
+	boards  map[string]*boardSnap // key: team key
+	// compacting holds the pending folds of roster logs (roster.go).
+	compacting map[string]*time.Timer
+	compactWG  sync.WaitGroup
+	parsed     taskCache
+	swept      map[string]bool // teams whose stray temporary files were removed
+	closed     bool
+	done       chan struct{}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -114,12 +128,14 @@ func Open(stateDir string, opts Options) (*Store, error) {
 	}
 	writeGitignore(abs, opts.Logger)
 	s := &Store{
-		dir:      abs,
-		teamsDir: teams,
-		opts:     opts,
-		readers:  make(map[string]*reader),
-		rosters:  make(map[string]*rosterCache),
-		done:     make(chan struct{}),
+		dir:        abs,
+		teamsDir:   teams,
+		opts:       opts,
+		readers:    make(map[string]*reader),
+		rosters:    make(map[string]*rosterCache),
+		boards:     make(map[string]*boardSnap),
+		compacting: make(map[string]*time.Timer),
+		done:       make(chan struct{}),
 	}
 	s.watcher = watcher{teamsDir: teams, hub: &s.hub, poll: opts.PollInterval, disabled: opts.DisableWatch}
 	return s, nil
@@ -128,7 +144,8 @@ func Open(stateDir string, opts Options) (*Store, error) {
 // Dir returns the state directory.
 func (s *Store) Dir() string { return s.dir }
 
-// Close stops the watcher; blocked calls return store.ErrClosed.
+// Close folds the roster logs into config.json and stops the watcher;
+// blocked calls return store.ErrClosed.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -136,8 +153,11 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	close(s.done)
 	s.mu.Unlock()
+	// Roster logs waiting to be folded are folded now, so that config.json
+	// is the whole roster once no process of the team runs.
+	s.compactAll()
+	close(s.done)
 	s.watcher.close()
 	return nil
 }
@@ -293,6 +313,7 @@ func (s *Store) DeleteTeam(ctx context.Context, name string) error {
 		}
 	}
 	delete(s.rosters, n)
+	delete(s.boards, n)
 	s.mu.Unlock()
 	s.parsed.forgetTeam(n)
 	s.watcher.forget(dir) // a team made again under the name is watched anew
@@ -338,6 +359,7 @@ func (s *Store) ArchiveTeam(ctx context.Context, name string) (store.Archive, er
 		}
 	}
 	delete(s.rosters, n)
+	delete(s.boards, n)
 	s.mu.Unlock()
 	s.parsed.forgetTeam(n)
 	s.watcher.forget(dir) // a team made again under the name is watched anew

@@ -78,7 +78,7 @@ func (s *Store) tempLock(t *Team, dir, name string) string {
 	target, _, _ := strings.Cut(strings.TrimPrefix(name, "."), ".tmp")
 	switch dir {
 	case t.dir:
-		if target == "config.json" {
+		if target == "config.json" || target == "roster.jsonl" {
 			return t.path("config.lock")
 		}
 	case t.path("tasks"):

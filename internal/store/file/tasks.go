@@ -41,11 +41,28 @@ type tx struct {
 	dirty   []string
 	removed []string
 	extra   []string // ids an unfinished intent creates (lock-free reads)
-	hwm     string   // the id NextID gave out, written at commit
+	locked  bool     // fn runs under the board lock (view may read without)
+	// staged are the tasks written by the earlier transactions of a group
+	// commit, not yet in their files (nil outside one).
+	staged map[string]*store.Task
+	hwm    string // the id NextID gave out, written at commit
 }
 
-// do runs fn under the board lock and commits what it changed.
+// do runs fn under the board lock and commits what it changed, in a group
+// commit with the changes other goroutines of this process make at the
+// same time (see boardbatch.go).
 func (b *tasks) do(ctx context.Context, fn func(*tx) error) error {
+	if err := b.t.s.closedErr(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return b.t.s.batches.get(b.t.key).run(ctx, b, fn)
+}
+
+// locked runs fn under the board lock alone and commits what it changed.
+func (b *tasks) locked(ctx context.Context, fn func(*tx) error) error {
 	if err := b.t.s.closedErr(); err != nil {
 		return err
 	}
@@ -53,7 +70,7 @@ func (b *tasks) do(ctx context.Context, fn func(*tx) error) error {
 		if err := b.replayIntent(); err != nil {
 			return err
 		}
-		x := &tx{b: b, cache: make(map[string]*store.Task)}
+		x := &tx{b: b, cache: make(map[string]*store.Task), locked: true}
 		if err := fn(x); err != nil {
 			return err
 		}
@@ -70,7 +87,7 @@ func (b *tasks) do(ctx context.Context, fn func(*tx) error) error {
 // .troupe), it reads without it instead, seeing an unfinished intent as
 // already applied, so that looking at a board never needs write access.
 func (b *tasks) view(ctx context.Context, fn func(*tx) error) error {
-	err := b.do(ctx, fn)
+	err := b.locked(ctx, fn)
 	if err == nil || !lockUnavailable(err) {
 		return err
 	}
@@ -158,6 +175,10 @@ func (x *tx) commit() error {
 	if len(x.dirty) == 0 && len(x.removed) == 0 {
 		return nil
 	}
+	// A new version before any file changes (see boardcache.go).
+	if err := x.b.logChange(append(slices.Clip(x.dirty), x.removed...)); err != nil {
+		return fmt.Errorf("task board of team %s: %w", x.b.t.name, err)
+	}
 	if x.hwm != "" {
 		if err := writeFileAtomic(x.b.t.path("tasks", ".highwatermark"), []byte(x.hwm+"\n")); err != nil {
 			return fmt.Errorf("task board of team %s: %w", x.b.t.name, err)
@@ -204,6 +225,11 @@ func (x *tx) Get(id string) (store.Task, error) {
 			return store.Task{}, fmt.Errorf("task %s: %w", id, store.ErrTaskNotFound)
 		}
 		return *t, nil
+	}
+	if t, ok := x.staged[id]; ok {
+		c := store.CloneTask(*t)
+		x.cache[id] = &c
+		return c, nil
 	}
 	t, err := x.b.read(id)
 	if errors.Is(err, store.ErrTaskNotFound) {
@@ -429,16 +455,33 @@ func (b *tasks) Get(ctx context.Context, id string) (store.Task, error) {
 	return emptyLists(out), nil
 }
 
-// List returns every task in id order.
+// List returns every task in id order. While the board's version is the
+// one of its last read, that read is handed out again; after a change,
+// only the tasks it changed are read again (see boardcache.go).
 func (b *tasks) List(ctx context.Context) ([]store.Task, error) {
-	var out []store.Task
-	err := b.view(ctx, func(x *tx) (err error) {
-		out, err = x.all()
-		return err
-	})
-	for i := range out {
-		out[i] = emptyLists(out[i])
+	if err := b.t.s.closedErr(); err != nil {
+		return nil, err
 	}
+	if c, ok := b.current(); ok {
+		return copyTasks(c.tasks), nil
+	}
+	var out []store.Task
+	err := b.view(ctx, func(x *tx) error {
+		if !x.locked {
+			all, err := x.all()
+			for i := range all {
+				all[i] = emptyLists(all[i])
+			}
+			out = all
+			return err
+		}
+		all, err := b.board(x)
+		if err != nil {
+			return err
+		}
+		out = copyTasks(all)
+		return nil
+	})
 	return out, err
 }
 
@@ -471,8 +514,16 @@ func (b *tasks) Update(ctx context.Context, id string, fn func(*store.Task) erro
 	return out, nil
 }
 
-// Claim sets owner on task id if it is claimable.
+// Claim sets owner on task id if it is claimable. A task already taken is
+// refused without the board lock: under contention most claims lose, and
+// a loss read from the task's last committed state is as true as one read
+// under the lock.
 func (b *tasks) Claim(ctx context.Context, id, owner string) (store.Task, error) {
+	if owner != "" {
+		if err := b.claimRefused(id); err != nil {
+			return store.Task{}, fmt.Errorf("claim task %s: %w", id, err)
+		}
+	}
 	var out store.Task
 	err := b.do(ctx, func(x *tx) (err error) {
 		out, err = store.ClaimTask(x, id, owner, b.t.s.opts.Now())
@@ -484,17 +535,62 @@ func (b *tasks) Claim(ctx context.Context, id, owner string) (store.Task, error)
 	return out, nil
 }
 
-// ClaimNext claims the claimable task with the lowest id.
+// ClaimNext claims the claimable task with the lowest id. Under the lock,
+// the board as List keeps it names the candidates, so the claim reads the
+// task files changed since instead of every one.
 func (b *tasks) ClaimNext(ctx context.Context, owner string) (store.Task, error) {
 	var out store.Task
 	err := b.do(ctx, func(x *tx) (err error) {
-		out, err = store.ClaimNextTask(x, owner, b.t.s.opts.Now())
-		return err
+		if owner == "" {
+			_, err = store.ClaimNextTask(x, owner, b.t.s.opts.Now())
+			return err
+		}
+		board, err := b.board(x)
+		if err != nil {
+			return err
+		}
+		now := b.t.s.opts.Now()
+		for _, t := range board {
+			if t.Claimable() != nil {
+				continue
+			}
+			if out, err = store.ClaimTask(x, t.ID, owner, now); err == nil {
+				return nil
+			}
+		}
+		return store.ErrNoTask
 	})
 	if err != nil {
 		return store.Task{}, fmt.Errorf("claim: %w", err)
 	}
 	return out, nil
+}
+
+// claimRefused returns why a claim of task id must fail, read without the
+// lock from the task's file as last committed; nil when the claim has to
+// be tried under the lock (the task looks claimable, or the board is in
+// the middle of a change that spans several files).
+func (b *tasks) claimRefused(id string) error {
+	if b.t.s.closedErr() != nil {
+		return nil
+	}
+	if _, err := os.Lstat(b.t.path("tasks", ".intent")); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	t, err := b.read(id)
+	if errors.Is(err, store.ErrTaskNotFound) {
+		return err
+	}
+	if err != nil {
+		return nil
+	}
+	if err := t.Claimable(); err != nil {
+		if t.Owner != "" {
+			return fmt.Errorf("%w (owner %s)", err, t.Owner)
+		}
+		return err
+	}
+	return nil
 }
 
 // Watch wakes on any change to the board.

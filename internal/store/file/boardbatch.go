@@ -1,0 +1,188 @@
+package file
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/troupe-dev/troupe/internal/store"
+)
+
+// boardBatch is a group commit of one board's changes in this process. A
+// change that finds another being committed queues; the next committer
+// takes every queued change under one hold of the board lock and runs
+// them in order, each seeing the ones before it. The changes that write
+// one task file each (a claim, most updates) are then made durable
+// together: every new file written and fsynced (the first fsync commits
+// them all to the file system's journal, the others find nothing left to
+// do), every one renamed into place, and the directory fsynced once. A
+// change that touches several files, or creates a task, is committed on
+// its own as before, after the ones queued ahead of it.
+//
+// Each caller still returns only once its own change is durable, and a
+// change is visible to readers only once it is in its file; readers never
+// see a staged change (a List under the lock waits for the batch).
+type boardBatch struct {
+	mu      sync.Mutex
+	running bool
+	queue   []*boardReq
+}
+
+type boardReq struct {
+	fn   func(*tx) error
+	done chan error
+}
+
+// batches hands out one boardBatch per board (team key).
+type batches struct {
+	mu sync.Mutex
+	m  map[string]*boardBatch
+}
+
+func (bs *batches) get(key string) *boardBatch {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if bs.m == nil {
+		bs.m = make(map[string]*boardBatch)
+	}
+	g, ok := bs.m[key]
+	if !ok {
+		g = &boardBatch{}
+		bs.m[key] = g
+	}
+	return g
+}
+
+func (g *boardBatch) run(ctx context.Context, b *tasks, fn func(*tx) error) error {
+	r := &boardReq{fn: fn, done: make(chan error, 1)}
+	g.mu.Lock()
+	g.queue = append(g.queue, r)
+	if g.running {
+		g.mu.Unlock()
+		return <-r.done
+	}
+	g.running = true
+	for {
+		batch := g.queue
+		g.queue = nil
+		g.mu.Unlock()
+		// The lock is waited for without ctx: other callers' changes ride
+		// on this hold of it.
+		err := b.t.s.locks.withLock(context.WithoutCancel(ctx), b.t.path("tasks", ".lock"), func() error {
+			if err := b.replayIntent(); err != nil {
+				return err
+			}
+			b.commitBatch(batch)
+			return nil
+		})
+		if err != nil {
+			for _, q := range batch {
+				q.done <- err
+			}
+		}
+		g.mu.Lock()
+		if len(g.queue) == 0 {
+			g.running = false
+			g.mu.Unlock()
+			return <-r.done
+		}
+	}
+}
+
+// commitBatch runs the queued changes in order and answers each.
+func (b *tasks) commitBatch(batch []*boardReq) {
+	staged := map[string]*store.Task{}
+	var order []string      // staged ids, first write first
+	var waiting []*boardReq // staged changes, answered at the flush
+	flush := func() error {
+		err := b.writeStaged(staged, order)
+		for _, q := range waiting {
+			q.done <- err
+		}
+		staged, order, waiting = map[string]*store.Task{}, nil, nil
+		return err
+	}
+	for _, q := range batch {
+		x := &tx{b: b, cache: make(map[string]*store.Task), locked: true, staged: staged}
+		if err := q.fn(x); err != nil {
+			q.done <- err
+			continue
+		}
+		if len(x.dirty) == 1 && len(x.removed) == 0 && x.hwm == "" && x.cache[x.dirty[0]] != nil {
+			id := x.dirty[0]
+			if _, ok := staged[id]; !ok {
+				order = append(order, id)
+			}
+			staged[id] = x.cache[id]
+			waiting = append(waiting, q)
+			continue
+		}
+		if len(waiting) > 0 {
+			if err := flush(); err != nil {
+				q.done <- err // it read what could not be written
+				continue
+			}
+		}
+		q.done <- x.commit()
+	}
+	if len(waiting) > 0 {
+		flush()
+	}
+}
+
+// writeStaged makes the staged tasks durable in their files: see
+// boardBatch.
+func (b *tasks) writeStaged(staged map[string]*store.Task, order []string) (err error) {
+	if err := b.logChange(order); err != nil {
+		return fmt.Errorf("task board of team %s: %w", b.t.name, err)
+	}
+	type temp struct {
+		f  *os.File
+		id string
+	}
+	var temps []temp
+	renamed := 0
+	defer func() {
+		for i, t := range temps {
+			t.f.Close() // again after a close: harmless
+			if err != nil && i >= renamed {
+				os.Remove(t.f.Name())
+			}
+		}
+	}()
+	for _, id := range order {
+		data, err := store.MarshalTask(staged[id])
+		if err != nil {
+			return err
+		}
+		f, err := os.CreateTemp(b.dir(), "."+id+".json.tmp*")
+		if err != nil {
+			return fmt.Errorf("write task %s: %w", id, err)
+		}
+		temps = append(temps, temp{f, id})
+		if _, err := f.Write(data); err != nil {
+			return fmt.Errorf("write task %s: %w", id, err)
+		}
+	}
+	for _, t := range temps {
+		if err := t.f.Sync(); err != nil {
+			return fmt.Errorf("write task %s: %w", t.id, err)
+		}
+		if err := t.f.Close(); err != nil {
+			return fmt.Errorf("write task %s: %w", t.id, err)
+		}
+	}
+	for _, t := range temps {
+		if err := os.Rename(t.f.Name(), b.file(t.id)); err != nil {
+			return errors.Join(fmt.Errorf("write task %s: %w", t.id, err), syncDir(b.dir()))
+		}
+		renamed++
+	}
+	if err := syncDir(b.dir()); err != nil {
+		return err
+	}
+	b.t.s.hub.notify(tasksKey(b.t.key))
+	return nil
+}

@@ -1,0 +1,193 @@
+package file
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/troupe-dev/troupe/internal/store"
+)
+
+// Two stores on one directory (as two processes) change their own member's
+// status in turn with the roster log and its folds in between: after each
+// change, the other store reads it at once.
+func TestRosterLogSeenAcrossStores(t *testing.T) {
+	dir := t.TempDir()
+	a := newTestTeam(t, dir, "alice", "bob")
+	sb, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	b, err := sb.OpenTeam("t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	set := func(tm *Team, name, status string) {
+		t.Helper()
+		if _, err := tm.UpdateRoster(ctx, func(r *store.Roster) error {
+			m, _ := r.Member(name)
+			m.Status, m.HeartbeatAt = status, time.Now().UTC()
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func(tm *Team, name string) string {
+		t.Helper()
+		r, err := tm.ReadRoster(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := r.Member(name)
+		return m.Status
+	}
+	states := []string{store.StatusWorking, store.StatusIdle}
+	for i := range 300 {
+		want := states[i%2]
+		set(a, "alice", want)
+		if got := status(b, "alice"); got != want {
+			t.Fatalf("step %d: the other store reads alice %q, want %q", i, got, want)
+		}
+		set(b, "bob", want)
+		if got := status(a, "bob"); got != want {
+			t.Fatalf("step %d: the other store reads bob %q, want %q", i, got, want)
+		}
+		if i%37 == 0 {
+			// A fold, by either side.
+			if err := []*Team{a, b}[i%2].compact(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// Concurrent writers in two stores never lose an update.
+func TestRosterLogConcurrentUpdates(t *testing.T) {
+	dir := t.TempDir()
+	a := newTestTeam(t, dir)
+	sb, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	b, err := sb.OpenTeam("t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	const each = 60
+	for w, tm := range []*Team{a, b, a, b} {
+		wg.Go(func() {
+			name := fmt.Sprintf("m%d", w)
+			for i := range each {
+				_, err := tm.UpdateRoster(ctx, func(r *store.Roster) error {
+					m, ok := r.Member(name)
+					if !ok {
+						r.Members = append(r.Members, store.Member{Name: name})
+						m = &r.Members[len(r.Members)-1]
+					}
+					m.PID = i + 1
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%20 == 0 {
+					if err := tm.compact(ctx); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, tm := range []*Team{a, b} {
+		r, err := tm.ReadRoster(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		for _, m := range r.Members {
+			got[m.Name] = m.PID
+		}
+		want := map[string]int{"m0": each, "m1": each, "m2": each, "m3": each}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("pids (-want +got):\n%s", diff)
+		}
+	}
+}
+
+// A status change is one line of roster.jsonl; config.json has it once
+// the log is folded (at the latest when the store closes), and both read
+// the same roster.
+func TestRosterLogFoldsIntoConfig(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tm, err := s.CreateTeam(ctx, store.Roster{Name: "t1", Members: []store.Member{{Name: "alice"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	team := filepath.Join(dir, "teams", "t1")
+	if _, err := tm.UpdateRoster(ctx, func(r *store.Roster) error {
+		r.Members[0].Status = store.StatusIdle
+		r.Members = append(r.Members, store.Member{Name: "bob", Status: store.StatusWorking})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(read(t, filepath.Join(team, "roster.jsonl"))), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"name":"alice"`) || !strings.Contains(lines[1], `"name":"bob"`) {
+		t.Errorf("roster.jsonl = %q, want a line for alice and one for bob", lines)
+	}
+	want, err := tm.ReadRoster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := read(t, filepath.Join(team, "config.json"))
+	if !strings.Contains(cfg, `"name": "bob"`) || strings.Count(cfg, `"status": "idle"`) != 1 {
+		t.Errorf("config.json after close lacks the logged changes:\n%s", cfg)
+	}
+	s2, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	t2, _ := s2.OpenTeam("t1")
+	got, err := t2.ReadRoster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("roster after the fold (-want +got):\n%s", diff)
+	}
+	// A crash between the fold's config.json and its new log leaves the
+	// old lines: applied again, they change nothing.
+	if err := os.WriteFile(filepath.Join(team, "roster.jsonl"), []byte(strings.Join(lines, "\n")+"\n"+`{"name":"bo`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err = t2.ReadRoster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("roster with the folded lines again and a torn one (-want +got):\n%s", diff)
+	}
+}
