@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 type tmux struct {
 	t      *testing.T
 	socket string
+	pids   []int // the programs run in its panes
 }
 
 func (x *tmux) run(args ...string) string {
@@ -96,11 +98,7 @@ rules:
     reply: [{text: "Checked."}]
 `)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "troupe")
-	build := exec.Command("go", "build", "-o", bin, "github.com/troupe-dev/troupe/cmd/troupe")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := troupeBinary(t)
 	ws := filepath.Join(dir, "ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
@@ -175,6 +173,8 @@ rules:
 		return err == nil
 	})
 
+	// Quitting while nobody works does not ask first.
+	x.until("the lead's turn to end", func() bool { return strings.Contains(x.screen(), " ready ") })
 	x.typeLine("/quit")
 	// tmux marks the pane dead when its terminal closes, and knows the exit
 	// status only once it has reaped the process. tmux built with
@@ -220,6 +220,39 @@ rules:
 	}
 	if log, err := os.ReadFile(filepath.Join(ws, ".troupe", "troupe.log")); err == nil && strings.Contains(string(log), "level=ERROR") {
 		t.Logf("troupe.log:\n%s", log)
+	}
+}
+
+// built is the troupe binary the terminal tests share, built once.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+	out      []byte
+}
+
+// troupeBinary builds cmd/troupe once for the package's tests (removed by
+// TestMain when they end).
+func troupeBinary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "troupe-bin-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "troupe")
+		build := exec.Command("go", "build", "-o", built.bin, "github.com/troupe-dev/troupe/cmd/troupe")
+		built.out, built.err = build.CombinedOutput()
+	})
+	if built.err != nil {
+		t.Fatalf("go build: %v\n%s", built.err, built.out)
+	}
+	return built.bin
+}
+
+// removeBinary removes what troupeBinary built.
+func removeBinary() {
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
 	}
 }
 
