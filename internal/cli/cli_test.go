@@ -22,19 +22,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asCLI) == "1" {
 		os.Exit(Run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	testscript.Main(cleanup{m}, map[string]func(){
+	testscript.Main(m, map[string]func(){
 		"troupe": func() {
 			os.Exit(Run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 		},
 	})
-}
-
-// cleanup removes what the package's tests share once they have run.
-type cleanup struct{ m *testing.M }
-
-func (c cleanup) Run() int {
-	defer removeBinary()
-	return c.m.Run()
 }
 
 // TestScripts runs the end-to-end CLI scripts in testdata/script.

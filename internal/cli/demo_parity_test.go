@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
 	"github.com/troupe-dev/troupe/internal/teamevent"
+	"github.com/troupe-dev/troupe/internal/teamkey"
 	"github.com/troupe-dev/troupe/internal/teamview"
 	"github.com/troupe-dev/troupe/internal/usage"
 )
@@ -48,7 +49,13 @@ func playDemo(t *testing.T, mode string) demoRun {
 		t.Fatal(err)
 	}
 	defer d.close()
-	// Teammate processes are this test binary run as troupe.
+	// Team keys go to the test's state home, never the developer's;
+	// teammate processes are this test binary run as troupe.
+	keys, err := teamkey.New(teamkey.Options{StateDir: d.env.StateDir, Dir: filepath.Join(stateHome(t), "troupe", "keys")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cfg.Keys = keys
 	d.cfg.AgentEnv = append(d.cfg.AgentEnv, asCLI+"=1", "XDG_STATE_HOME="+stateHome(t))
 	var mu sync.Mutex
 	var tlOut bytes.Buffer
@@ -120,6 +127,7 @@ func TestDemoProcessParity(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plays the demo twice, once with teammate processes; skipped with -short")
 	}
+	t.Parallel()
 	in := playDemo(t, team.ModeInProcess)
 	proc := playDemo(t, team.ModeProcess)
 	if in.writes != len(demoFiles) || proc.writes != len(demoFiles) {

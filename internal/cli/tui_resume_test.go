@@ -23,8 +23,9 @@ func TestTUIQuitAndResume(t *testing.T) {
 		t.Skip("tmux is not installed (CI installs it: apt-get install -y tmux)")
 	}
 	if testing.Short() {
-		t.Skip("builds the binary; skipped with -short")
+		t.Skip("drives a terminal in tmux; skipped with -short")
 	}
+	t.Parallel()
 	srv := fakeapitest.StartTest(t, `
 rules:
   - agent: team-lead
@@ -51,7 +52,7 @@ rules:
 	}
 	x := &tmux{t: t, socket: fmt.Sprintf("troupe-quit-%d", os.Getpid())}
 	t.Cleanup(func() { x.stop() })
-	env := fmt.Sprintf("exec env ANTHROPIC_API_KEY=x ANTHROPIC_BASE_URL=%s XDG_STATE_HOME=%s %s", srv.URL(), filepath.Join(dir, "state"), bin)
+	env := fmt.Sprintf("exec env "+asCLI+"=1 ANTHROPIC_API_KEY=x ANTHROPIC_BASE_URL=%s XDG_STATE_HOME=%s %s", srv.URL(), filepath.Join(dir, "state"), bin)
 	x.run("new-session", "-d", "-s", "e2e", "-x", "120", "-y", "40", env+" --workspace "+ws+" --dangerously-skip-permissions")
 	x.run("set-option", "-t", "e2e", "remain-on-exit", "on")
 	x.track()

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -69,8 +68,9 @@ func TestTUIEndToEnd(t *testing.T) {
 		t.Skip("tmux is not installed (CI installs it: apt-get install -y tmux)")
 	}
 	if testing.Short() {
-		t.Skip("builds the binary; skipped with -short")
+		t.Skip("drives a terminal in tmux; skipped with -short")
 	}
+	t.Parallel()
 	srv := fakeapitest.StartTest(t, `
 rules:
   - agent: team-lead
@@ -117,7 +117,7 @@ rules:
 	// acceptEdits: the lead's own bash commands are put to the human.
 	// XDG_STATE_HOME: the team's key goes beside the workspace, not into
 	// the developer's state.
-	command := fmt.Sprintf("exec env ANTHROPIC_API_KEY=x ANTHROPIC_BASE_URL=%s XDG_STATE_HOME=%s %s --workspace %s --permission-mode acceptEdits", srv.URL(), filepath.Join(dir, "state"), bin, ws)
+	command := fmt.Sprintf("exec env "+asCLI+"=1 ANTHROPIC_API_KEY=x ANTHROPIC_BASE_URL=%s XDG_STATE_HOME=%s %s --workspace %s --permission-mode acceptEdits", srv.URL(), filepath.Join(dir, "state"), bin, ws)
 	x.run("new-session", "-d", "-s", "e2e", "-x", "120", "-y", "40", command)
 	x.run("set-option", "-t", "e2e", "remain-on-exit", "on")
 	var err error
@@ -223,37 +223,22 @@ rules:
 	}
 }
 
-// built is the troupe binary the terminal tests share, built once.
-var built struct {
-	once     sync.Once
-	dir, bin string
-	err      error
-	out      []byte
-}
-
-// troupeBinary builds cmd/troupe once for the package's tests (removed by
-// TestMain when they end).
+// troupeBinary is this test binary as troupe, for a terminal to run:
+// a link of the test's own to it (so that a test tells its processes from
+// another's by their command line), run with asCLI=1 in its environment.
+// No build: the binary is there already, with the race detector when the
+// tests have it.
 func troupeBinary(t *testing.T) string {
 	t.Helper()
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "troupe-bin-"); built.err != nil {
-			return
-		}
-		built.bin = filepath.Join(built.dir, "troupe")
-		build := exec.Command("go", "build", "-o", built.bin, "github.com/troupe-dev/troupe/cmd/troupe")
-		built.out, built.err = build.CombinedOutput()
-	})
-	if built.err != nil {
-		t.Fatalf("go build: %v\n%s", built.err, built.out)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return built.bin
-}
-
-// removeBinary removes what troupeBinary built.
-func removeBinary() {
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
+	link := filepath.Join(t.TempDir(), "troupe")
+	if err := os.Symlink(exe, link); err != nil {
+		t.Fatal(err)
 	}
+	return link
 }
 
 // processesOf lists the pids whose command line starts with bin.
