@@ -43,6 +43,7 @@ func TestKillAndResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and resumes real processes; not run with -short")
 	}
+	t.Parallel()
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d (milestones chosen at random)", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
@@ -55,8 +56,13 @@ func TestKillAndResume(t *testing.T) {
 		{"b-lead-process", "process", "lead"},
 		{"c-everything", "in-process", "lead"},
 	} {
+		// The random picks are made here, in order, so that the seed
+		// says what each subtest did.
+		milestone := milestones[rng.IntN(len(milestones))]
+		mate := []string{"analyst", "backend", "frontend"}[rng.IntN(3)]
+		// One at a time: each plays a demo of four race-detecting
+		// processes, and a resume must finish within troupeCmd's bound.
 		t.Run(tc.name, func(t *testing.T) {
-			milestone := milestones[rng.IntN(len(milestones))]
 			t.Logf("kill at %s", milestone)
 			ws := t.TempDir()
 			demo := troupeCmd(t, "demo", "--headless", "--workspace", ws, "--model-latency", "30ms", "--teammate-mode", tc.mode)
@@ -73,7 +79,7 @@ func TestKillAndResume(t *testing.T) {
 			}
 			switch tc.victim {
 			case "teammate":
-				victim := []string{"analyst", "backend", "frontend"}[rng.IntN(3)]
+				victim := mate
 				// A teammate spawned a moment ago may not have written its
 				// pid yet.
 				pid := 0

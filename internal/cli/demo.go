@@ -303,6 +303,9 @@ type timeline struct {
 	mu    sync.Mutex
 	plan  map[string]int
 	calls int
+	// mates are the teammates: what they do with tools is told by the
+	// journal (tool events), wherever they run, not by their agent events.
+	mates map[string]bool
 }
 
 func (t *timeline) modelCalls() int {
@@ -334,28 +337,44 @@ func (t *timeline) agentEvent(ev agent.Event) {
 		t.calls++
 		t.mu.Unlock()
 	case agent.EventToolCall:
+		if t.mate(ev.Agent) {
+			return
+		}
 		var in struct {
 			Path    string `json:"path"`
 			Command string `json:"command"`
 		}
 		_ = json.Unmarshal(ev.Call.Input, &in)
-		switch ev.Call.Name {
-		case "write_file":
-			t.line(ev.Agent, "writes %s", in.Path)
-		case "edit_file":
-			t.line(ev.Agent, "edits %s", in.Path)
-		case "bash":
-			t.line(ev.Agent, "runs %s", oneLine(in.Command, 60))
-		}
+		t.tool(ev.Agent, teamevent.Tool{Tool: ev.Call.Name, Path: in.Path, Command: in.Command})
 	case agent.EventToolResult:
 		if _, merged, ok := strings.Cut(ev.Result.Content, " merged into "); ok && ev.Call.Name == "TaskUpdate" && !ev.Result.IsError {
 			t.line(ev.Agent, "merge queue: merged into %s", oneLine(merged, 80))
 		}
-		if ev.Result.IsError {
-			t.line(ev.Agent, "%s failed: %s", ev.Call.Name, oneLine(ev.Result.Content, 80))
+		if ev.Result.IsError && !t.mate(ev.Agent) {
+			t.tool(ev.Agent, teamevent.Tool{Tool: ev.Call.Name, Error: ev.Result.Content})
 		}
 	case agent.EventRetry:
 		t.line(ev.Agent, "model call failed (%v), retrying", ev.Err)
+	}
+}
+
+func (t *timeline) mate(name string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mates[name]
+}
+
+// tool is a line for a tool that changed the workspace or failed.
+func (t *timeline) tool(who string, e teamevent.Tool) {
+	switch {
+	case e.Error != "":
+		t.line(who, "%s failed: %s", e.Tool, oneLine(e.Error, 80))
+	case e.Tool == "write_file":
+		t.line(who, "writes %s", e.Path)
+	case e.Tool == "edit_file":
+		t.line(who, "edits %s", e.Path)
+	case e.Tool == "bash":
+		t.line(who, "runs %s", oneLine(e.Command, 60))
 	}
 }
 
@@ -374,7 +393,15 @@ func (t *timeline) teamEvent(e store.Event) {
 		if len(ev.AddBlockedBy) > 0 {
 			t.line(who, "task #%s waits for #%s", ev.Task, strings.Join(ev.AddBlockedBy, ", #"))
 		}
+	case teamevent.Tool:
+		t.tool(who, ev)
 	case teamevent.Spawn:
+		t.mu.Lock()
+		if t.mates == nil {
+			t.mates = map[string]bool{}
+		}
+		t.mates[ev.Member] = true
+		t.mu.Unlock()
 		extra := ""
 		if ev.PlanModeRequired {
 			extra = ", plan mode"

@@ -16,6 +16,7 @@ import (
 // says how to resume its team; a temporary workspace is kept (the team lives
 // there) and named.
 func TestDemoInterrupted(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		sig       syscall.Signal
@@ -29,6 +30,7 @@ func TestDemoInterrupted(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tmp := t.TempDir()
 			args := []string{"demo", "--headless", "--model-latency", "200ms"}
 			if tc.workspace {
@@ -69,6 +71,7 @@ func TestDemoInterrupted(t *testing.T) {
 // TestDemoRemovesTempWorkspace: a demo that finished leaves no
 // troupe-demo-* folder behind.
 func TestDemoRemovesTempWorkspace(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	cmd := troupeCmd(t, "demo", "--headless")
 	cmd.Env = append(cmd.Env, "TMPDIR="+tmp)

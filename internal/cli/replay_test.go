@@ -15,6 +15,7 @@ import (
 // request of every agent, and end in the same state: the same files, the
 // same owner for each task, and the same conversation for each agent.
 func TestDemoReplayedIdentically(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "rec")
 	cassette := filepath.Join(dir, "demo.cassette")
@@ -63,6 +64,7 @@ func TestDemoReplayedIdentically(t *testing.T) {
 // answers "Updated" instead of "Created", and the replay stops at that
 // teammate's next call and names it.
 func TestReplayReportsATeammatesChange(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cassette := filepath.Join(dir, "demo.cassette")
 	if out, err := troupeCmd(t, "demo", "--headless", "--workspace", filepath.Join(dir, "rec"), "--record", cassette).CombinedOutput(); err != nil {

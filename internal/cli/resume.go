@@ -42,6 +42,7 @@ func writeDemoMarker(stateDir string, latency time.Duration, isolation string) e
 func (a *app) resumeCmd() *cobra.Command {
 	var (
 		headless   bool
+		printOnly  bool
 		model      string
 		maxTurns   int
 		maxRetries int
@@ -57,7 +58,9 @@ func (a *app) resumeCmd() *cobra.Command {
 with its conversation (from its transcript) and identity; messages nobody had
 read are delivered again, exactly once; plan and permission requests still
 waiting for the lead are put to it again; a teammate whose process still runs
-is left alone. Then the team carries on until the lead has finished and the
+is left alone. In a terminal the team comes back in the terminal UI, where
+the human carries on with the lead as with troupe; with --headless (or -p),
+or without a terminal, it carries on until the lead has finished and the
 team is done. A team started by troupe demo resumes on the same bundled
 scripted model.`,
 		Args: cobra.ExactArgs(1),
@@ -72,7 +75,13 @@ scripted model.`,
 			if err != nil {
 				return withCode(ExitUsage, err)
 			}
-			e, err := a.openEnv(dir, a.stderr)
+			in, term, tty := a.terminals()
+			tty = tty && !headless && !printOnly
+			warn := a.stderr
+			if tty {
+				warn = nil // warnings go to the log, not over the UI
+			}
+			e, err := a.openEnv(dir, warn)
 			if err != nil {
 				return withCode(ExitError, err)
 			}
@@ -88,6 +97,14 @@ scripted model.`,
 			}
 			if provider.env != nil {
 				cfg.AgentEnv = provider.env
+			}
+			if tty {
+				defer quietLogs(e.LogFile)()
+				var finish func() error
+				if provider.close != nil {
+					finish = func() error { provider.close(); return nil }
+				}
+				return a.interactive(e, cfg, dir, in, term, args[0], wf, finish)
 			}
 			out := newRunOutput(outputConfig{Format: formatText, Stdout: a.stdout, Stderr: a.stderr})
 			tl := newTally()
@@ -125,7 +142,8 @@ scripted model.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&headless, "headless", false, "run without the terminal UI (the only mode for now)")
+	cmd.Flags().BoolVar(&headless, "headless", false, "carry on without the terminal UI until the team is done (the default without a terminal)")
+	cmd.Flags().BoolVarP(&printOnly, "print", "p", false, "the same as --headless")
 	cmd.Flags().StringVar(&model, "model", "", "the lead's model")
 	cmd.Flags().IntVar(&maxTurns, "max-turns", 0, "bound the model calls of each turn (0: none)")
 	cmd.Flags().IntVar(&maxRetries, "max-retries", 5, "retries of a failed model call")

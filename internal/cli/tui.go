@@ -86,6 +86,13 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 	if err := f.claude.apply(e, &cfg); err != nil {
 		return err
 	}
+	return a.interactive(e, cfg, dir, in, out, "", f.web, finishRecord)
+}
+
+// interactive runs a session in the terminal UI until the human quits;
+// resume names a team to bring back first (troupe resume). finish, if not
+// nil, runs after the session closed (a recording's end).
+func (a *app) interactive(e *env, cfg team.Config, dir string, in, out *os.File, resume string, web webFlags, finish func() error) error {
 	q := newFeed()
 	var sess *team.Session
 	cfg.Observe = observeWithTeam(func() *team.Session { return sess }, func(ev agent.Event) {
@@ -98,11 +105,23 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 			q.push(tui.DeliveredMsg{Agent: a, Messages: msgs, At: at})
 		}
 	}
-	cfg.OnEvent = func(ev store.Event) { q.push(tui.TeamMsg(ev)) }
+	ctl := &sessionCtl{}
+	cfg.OnEvent = func(ev store.Event) {
+		ctl.observe(ev)
+		q.push(tui.TeamMsg(ev))
+	}
 	cfg.HumanRequests = func(m store.Message) bool { q.push(tui.RequestMsg(m)); return true }
 	asker := newLeadAsker(func(m store.Message) { q.push(tui.RequestMsg(m)) })
 	cfg.AskHuman = asker.ask
-	sess, err = team.NewSession(cfg)
+	if resume != "" {
+		// The UI opens on the team as it stood: its journal so far.
+		if t, err := cfg.Store.Team(a.ctx, resume); err == nil {
+			if evs, err := t.Journal().Read(a.ctx); err == nil {
+				q.push(tui.HistoryMsg(evs))
+			}
+		}
+	}
+	sess, err := team.NewSession(cfg)
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
@@ -131,26 +150,80 @@ func (a *app) runTUI(cmd *cobra.Command) error {
 			}
 		}
 	})
-	stopWeb, err := a.webBeside(f.web, e.Store, sess, func(string) map[string]bool { return runningSet(it.Running()) }, dir)
+	stopWeb, err := a.webBeside(web, e.Store, sess, func(string) map[string]bool { return runningSet(it.Running()) }, dir)
 	if err != nil {
 		sess.Close()
 		return err
 	}
 	defer stopWeb()
-	model := tui.New(tui.Options{Controller: &sessionCtl{it: it, sess: sess, lead: asker}, Commands: tuiCommands(e.Skills), Expand: e.Skills.Expand, PermissionMode: sess.PermissionMode()})
+	if resume != "" {
+		if err := it.Resume(a.ctx, resume); err != nil {
+			_ = sess.Close()
+			if errors.Is(err, context.Canceled) {
+				return withCode(ExitInterrupted, fmt.Errorf("interrupted; continue with: %s", a.resumeHint(resume, dir)))
+			}
+			return withCode(ExitError, err)
+		}
+	}
+	ctl.it, ctl.sess, ctl.lead = it, sess, asker
+	model := tui.New(tui.Options{Controller: ctl, Commands: tuiCommands(e.Skills), Expand: e.Skills.Expand,
+		PermissionMode: sess.PermissionMode(), ResumeCommand: func(t string) string { return a.resumeHint(t, dir) }})
 	err = a.play(model, in, out, q, func(ctx context.Context) { _ = it.Run(ctx) })
 	sess.EndHooks("prompt_input_exit")
+	name := sess.TeamName()
 	closeErr := sess.Close()
 	if err == nil {
 		err = closeErr
 	}
-	if rerr := finishRecord(); err == nil {
-		err = rerr
+	if finish != nil {
+		if ferr := finish(); err == nil {
+			err = ferr
+		}
 	}
-	if err != nil {
+	return a.leftUI(err, name, dir, model.Interrupted())
+}
+
+// leftUI is how a session in the terminal UI ends: an error, or the team
+// left behind (resumable), interrupted when the human quit while members
+// worked or a signal stopped the session.
+func (a *app) leftUI(err error, team, dir string, interrupted bool) error {
+	interrupted = interrupted || a.ctx.Err() != nil
+	switch {
+	case err != nil:
 		return withCode(ExitError, err)
+	case team == "" && interrupted:
+		return withCode(ExitInterrupted, errors.New("interrupted"))
+	case team == "":
+		return nil
+	case interrupted:
+		return withCode(ExitInterrupted, fmt.Errorf("interrupted; team %s stays resumable; continue with: %s", team, a.resumeHint(team, dir)))
 	}
+	fmt.Fprintf(a.stderr, "troupe: team %s stays resumable; continue with: %s\n", team, a.resumeHint(team, dir))
 	return nil
+}
+
+// resumeHint is the exact command that resumes team from the current
+// directory: the workspace (and a state directory given by flag) named
+// unless they are the defaults.
+func (a *app) resumeHint(team, dir string) string {
+	cmd := "troupe resume " + shellWord(team)
+	if cwd, err := os.Getwd(); err != nil || filepath.Clean(cwd) != filepath.Clean(dir) {
+		cmd += " --workspace " + shellWord(dir)
+	}
+	if a.stateDir != "" {
+		if abs, err := filepath.Abs(a.stateDir); err == nil {
+			cmd += " --state-dir " + shellWord(abs)
+		}
+	}
+	return cmd
+}
+
+// shellWord quotes s for a POSIX shell when it needs it.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:@+,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // play runs the UI until the user quits, with work running beside it; when
@@ -190,6 +263,36 @@ type sessionCtl struct {
 	it   *team.Interactive
 	sess *team.Session
 	lead *leadAsker // the lead's own questions; nil when nobody asks
+
+	mu       sync.Mutex
+	archived string // the team deleted (and archived) last, until a new one
+}
+
+// observe follows the team's creation and deletion, so that what the UI is
+// told once the team is gone says so.
+func (c *sessionCtl) observe(ev store.Event) {
+	switch ev.Type {
+	case "team_delete":
+		c.mu.Lock()
+		c.archived = ev.Team
+		c.mu.Unlock()
+	case "team_create":
+		c.mu.Lock()
+		c.archived = ""
+		c.mu.Unlock()
+	}
+}
+
+// noTeam says why there is no team to act on: none yet, or the one
+// deleted during the session.
+func (c *sessionCtl) noTeam(err error) error {
+	c.mu.Lock()
+	name := c.archived
+	c.mu.Unlock()
+	if name == "" {
+		return err
+	}
+	return fmt.Errorf("team %s finished and was archived (troupe usage %s shows its usage); ask the lead for a new team", name, name)
 }
 
 // SetPermissionMode switches the lead's mode (Shift+Tab).
@@ -200,6 +303,11 @@ func (c *sessionCtl) Interrupt() bool      { return c.it.Interrupt() }
 func (c *sessionCtl) Compact(focus string) { c.it.Compact(focus) }
 
 func (c *sessionCtl) Send(ctx context.Context, to, text string) error {
+	if n, err := store.NormalizeName(to); err == nil && n != store.LeadName {
+		if _, err := c.sess.Team(); err != nil {
+			return c.noTeam(err)
+		}
+	}
 	return c.it.Send(ctx, to, text)
 }
 
@@ -236,7 +344,7 @@ func (c *sessionCtl) Snapshot(ctx context.Context) (tui.Snapshot, error) {
 func (c *sessionCtl) Inbox(ctx context.Context, name string) ([]store.Message, error) {
 	t, err := c.sess.Team()
 	if err != nil {
-		return nil, err
+		return nil, c.noTeam(err)
 	}
 	n, err := store.NormalizeName(name)
 	if err != nil {
@@ -324,7 +432,8 @@ func (a *app) demoTUI(latency time.Duration, mode string) (ok bool, err error) {
 	}
 	defer stopWeb()
 	var runErr error
-	err = a.play(tui.New(tui.Options{Demo: true, PermissionMode: sess.PermissionMode()}), in, out, q, func(ctx context.Context) {
+	model := tui.New(tui.Options{Demo: true, PermissionMode: sess.PermissionMode(), ResumeCommand: func(t string) string { return a.resumeHint(t, d.dir) }})
+	err = a.play(model, in, out, q, func(ctx context.Context) {
 		q.push(tui.PromptMsg(demoGoal))
 		start := time.Now()
 		res, err := sess.RunHeadless(ctx, demoGoal)
@@ -342,6 +451,10 @@ func (a *app) demoTUI(latency time.Duration, mode string) (ok bool, err error) {
 	}
 	if err != nil {
 		return true, withCode(ExitError, err)
+	}
+	if !finished {
+		// Quit before the end of the story: the team is left as it was.
+		return true, a.leftUI(nil, model.Team(), d.dir, true)
 	}
 	return true, nil
 }
@@ -390,6 +503,11 @@ func (a *app) startDemo(latency time.Duration, mode string) (*demo, error) {
 		}
 	}
 	if d.env, err = a.openEnv(dir, nil); err != nil {
+		d.close()
+		return nil, withCode(ExitError, err)
+	}
+	// troupe resume plays a team left behind on the same bundled script.
+	if err := writeDemoMarker(d.env.StateDir, latency, ""); err != nil {
 		d.close()
 		return nil, withCode(ExitError, err)
 	}

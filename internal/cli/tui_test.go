@@ -18,6 +18,7 @@ import (
 type tmux struct {
 	t      *testing.T
 	socket string
+	pids   []int // the programs run in its panes
 }
 
 func (x *tmux) run(args ...string) string {
@@ -67,8 +68,9 @@ func TestTUIEndToEnd(t *testing.T) {
 		t.Skip("tmux is not installed (CI installs it: apt-get install -y tmux)")
 	}
 	if testing.Short() {
-		t.Skip("builds the binary; skipped with -short")
+		t.Skip("drives a terminal in tmux; skipped with -short")
 	}
+	t.Parallel()
 	srv := fakeapitest.StartTest(t, `
 rules:
   - agent: team-lead
@@ -100,11 +102,7 @@ rules:
     reply: [{text: "Checked."}]
 `)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "troupe")
-	build := exec.Command("go", "build", "-o", bin, "github.com/troupe-dev/troupe/cmd/troupe")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := troupeBinary(t)
 	ws := filepath.Join(dir, "ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
@@ -123,7 +121,7 @@ rules:
 	// acceptEdits: the lead's own bash commands are put to the human.
 	// XDG_STATE_HOME: the team's key goes beside the workspace, not into
 	// the developer's state.
-	command := fmt.Sprintf("exec env ANTHROPIC_API_KEY=x ANTHROPIC_BASE_URL=%s XDG_STATE_HOME=%s %s --workspace %s --permission-mode acceptEdits", srv.URL(), filepath.Join(dir, "state"), bin, ws)
+	command := fmt.Sprintf("exec env "+asCLI+"=1 ANTHROPIC_API_KEY=x ANTHROPIC_BASE_URL=%s XDG_STATE_HOME=%s %s --workspace %s --permission-mode acceptEdits", srv.URL(), filepath.Join(dir, "state"), bin, ws)
 	x.run("new-session", "-d", "-s", "e2e", "-x", "120", "-y", "40", command)
 	x.run("set-option", "-t", "e2e", "remain-on-exit", "on")
 	var err error
@@ -195,6 +193,8 @@ rules:
 		return os.IsNotExist(err)
 	})
 
+	// Quitting while nobody works does not ask first.
+	x.until("the lead's turn to end", func() bool { return strings.Contains(x.screen(), " ready ") })
 	x.typeLine("/quit")
 	// tmux marks the pane dead when its terminal closes, and knows the exit
 	// status only once it has reaped the process. tmux built with
@@ -241,6 +241,24 @@ rules:
 	if log, err := os.ReadFile(filepath.Join(ws, ".troupe", "troupe.log")); err == nil && strings.Contains(string(log), "level=ERROR") {
 		t.Logf("troupe.log:\n%s", log)
 	}
+}
+
+// troupeBinary is this test binary as troupe, for a terminal to run:
+// a link of the test's own to it (so that a test tells its processes from
+// another's by their command line), run with asCLI=1 in its environment.
+// No build: the binary is there already, with the race detector when the
+// tests have it.
+func troupeBinary(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "troupe")
+	if err := os.Symlink(exe, link); err != nil {
+		t.Fatal(err)
+	}
+	return link
 }
 
 // processesOf lists the pids whose command line starts with bin.

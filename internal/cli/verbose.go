@@ -67,6 +67,15 @@ func verboseEvent(e store.Event) string {
 	case teamevent.Usage:
 		what = fmt.Sprintf("model call: %s, %d in, %d out, %d cache read, %d cache write tokens",
 			orDash(ev.Model), ev.InputTokens, ev.OutputTokens, ev.CacheReadTokens, ev.CacheWriteTokens)
+	case teamevent.Tool:
+		switch {
+		case ev.Error != "":
+			what = fmt.Sprintf("%s failed: %s", ev.Tool, oneLine(ev.Error, 100))
+		case ev.Command != "":
+			what = fmt.Sprintf("runs %s: %s", ev.Tool, oneLine(ev.Command, 100))
+		default:
+			what = fmt.Sprintf("runs %s on %s", ev.Tool, ev.Path)
+		}
 	default:
 		what = e.Type + " " + fieldsText(e.Fields)
 	}

@@ -33,8 +33,10 @@ type Interactive struct {
 
 	// Touched by Run's goroutine only.
 	waker    *leadWaker
-	noteStop bool   // tell the lead its last turn was interrupted
-	reported string // the team state last reported
+	noteStop bool    // tell the lead its last turn was interrupted
+	reported string  // the team state last reported
+	resumed  bool    // Resume brought a team back before Run
+	first    *wakeup // what the resumed lead must be told at once
 }
 
 // command is something the human asked of the lead.
@@ -152,7 +154,15 @@ func (i *Interactive) Running() []string { return i.s.running() }
 // Run drives the lead until ctx ends, and returns ctx's error. A failed
 // lead turn does not end it: the failure is reported and the human goes on.
 func (i *Interactive) Run(ctx context.Context) error {
-	i.s.sessionStart(ctx, "startup")
+	if !i.resumed {
+		i.s.sessionStart(ctx, "startup")
+	}
+	if w := i.first; w != nil {
+		i.first = nil
+		if err := i.turn(ctx, *w); err != nil {
+			return err
+		}
+	}
 	for {
 		w, err := i.next(ctx)
 		if err != nil {
@@ -162,6 +172,21 @@ func (i *Interactive) Run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// Resume brings team name back into the session, as Session.Resume does,
+// for Run to carry on with the human: the lead speaks first in Run when it
+// was cut off mid-turn or has requests to answer. Call it before Run.
+func (i *Interactive) Resume(ctx context.Context, name string) error {
+	input, err := i.s.restore(ctx, name)
+	if err != nil {
+		return err
+	}
+	i.resumed = true
+	if input != nil {
+		i.first = &wakeup{input: input, why: "resume"}
+	}
+	return nil
 }
 
 // wakeup is what the lead is woken with.

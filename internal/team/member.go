@@ -168,7 +168,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		Gate:       m.gate,
 		AfterTool:  cfg.Rules.afterTool(cfg.Workspace, m.who),
 		Boundaries: []agent.Boundary{m.boundary, agent.TodoReminder(list), jobAnnouncer(m.jobs)},
-		Observe:    m.observeUsage(cfg.Observe),
+		Observe:    m.observeUsage(m.observeTools(cfg.Observe)),
 		Record:     func(msg llm.Message) { m.in.record(m.cfg.Team, msg) },
 		Identity:   id.Line(),
 		CacheTTL:   m.cacheTTL,

@@ -24,24 +24,45 @@ const resumedNotice = "The team was resumed after an interruption: every teammat
 // until the lead has finished and the team is done.
 func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 	res := &Result{}
+	input, err := s.restore(ctx, name)
+	if err != nil {
+		return res, err
+	}
+	w := newLeadWaker(s)
+	idleOnly := false
+	if input == nil {
+		wk, err := w.next(ctx, nil, nil, false)
+		if err != nil || wk.end != "" {
+			return s.finish(res, wk, err)
+		}
+		input, idleOnly = wk.input, wk.idleOnly
+	}
+	return s.loop(ctx, w, res, input, idleOnly)
+}
+
+// restore brings team name back (the lead's conversation, its members,
+// the requests still waiting for the lead) and returns what the lead must
+// be told at once: nil when it was not cut off mid-turn and has no request
+// to answer, so that it waits for what wakes it, as before the crash.
+func (s *Session) restore(ctx context.Context, name string) ([]llm.Block, error) {
 	if cur := s.TeamName(); cur != "" {
-		return res, fmt.Errorf("this session already leads team %s", cur)
+		return nil, fmt.Errorf("this session already leads team %s", cur)
 	}
 	t, err := s.cfg.Store.Team(ctx, name)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	if t, err = s.openKey(ctx, t, false); err != nil {
-		return res, fmt.Errorf("resume %s: %w", name, err)
+		return nil, fmt.Errorf("resume %s: %w", name, err)
 	}
 	r, err := t.ReadRoster(ctx)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	s.mu.Lock()
 	if s.cur.team != nil {
 		s.mu.Unlock()
-		return res, fmt.Errorf("this session already leads team %s", s.cur.team.Name())
+		return nil, fmt.Errorf("this session already leads team %s", s.cur.team.Name())
 	}
 	s.cur.team, s.cur.pattern = t, r.Pattern
 	s.mu.Unlock()
@@ -51,13 +72,13 @@ func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 
 	msgs, seen, err := restoreConversation(ctx, t, store.LeadName)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	s.lead.SetMessages(msgs)
 	s.in.restore(seen)
 	evs, err := t.Journal().Read(ctx)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	s.hookTeam(t.Name(), resumedSession(evs, r))
 	s.sessionStart(ctx, "resume")
@@ -91,13 +112,13 @@ func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 		}
 		env, err := s.sup.envOf(ctx, t, m.Name)
 		if err != nil {
-			return res, fmt.Errorf("resume %s: %w", m.Name, err)
+			return nil, fmt.Errorf("resume %s: %w", m.Name, err)
 		}
 		if err := s.reisolate(ctx, t, m, &env); err != nil {
-			return res, fmt.Errorf("resume %s: %w", m.Name, err)
+			return nil, fmt.Errorf("resume %s: %w", m.Name, err)
 		}
 		if err := s.sup.start(t, m.Name, env); err != nil {
-			return res, fmt.Errorf("resume %s: %w", m.Name, err)
+			return nil, fmt.Errorf("resume %s: %w", m.Name, err)
 		}
 		restarted = append(restarted, m.Name)
 	}
@@ -113,16 +134,7 @@ func (s *Session) Resume(ctx context.Context, name string) (*Result, error) {
 			input = append(input, llm.TextBlock(formatMessage(p)))
 		}
 	}
-	w := newLeadWaker(s)
-	idleOnly := false
-	if input == nil {
-		wk, err := w.next(ctx, nil, nil, false)
-		if err != nil || wk.end != "" {
-			return s.finish(res, wk, err)
-		}
-		input, idleOnly = wk.input, wk.idleOnly
-	}
-	return s.loop(ctx, w, res, input, idleOnly)
+	return input, nil
 }
 
 // markStarted gives members that were just started again a fresh heartbeat

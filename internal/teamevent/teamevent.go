@@ -303,6 +303,17 @@ type Coordination struct {
 	MaxShare           float64 `json:"max_share"`
 }
 
+// Tool: a teammate ran a tool that changes the workspace (write_file,
+// edit_file, bash: Path or Command says what), or a tool of any kind
+// failed (Error). Journaled so that a teammate in its own process is seen
+// doing it as one in the lead's process is.
+type Tool struct {
+	Tool    string `json:"tool"`
+	Path    string `json:"path,omitempty"`
+	Command string `json:"command,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
 // Type implementations: the journal's type strings, fixed forever (old
 // journals must keep decoding).
 func (TeamCreate) Type() string       { return "team_create" }
@@ -331,6 +342,7 @@ func (KeyCreated) Type() string       { return "key_created" }
 func (Usage) Type() string            { return "usage" }
 func (CacheChoice) Type() string      { return "cache_choice" }
 func (Coordination) Type() string     { return "coordination" }
+func (Tool) Type() string             { return "tool" }
 
 // known makes an empty value of each type, by journal type.
 var known = map[string]func() Event{}
@@ -357,6 +369,7 @@ func init() {
 		func() Event { return &Forgery{} }, func() Event { return &KeyCreated{} },
 		func() Event { return &Usage{} },
 		func() Event { return &CacheChoice{} }, func() Event { return &Coordination{} },
+		func() Event { return &Tool{} },
 	)
 }
 

@@ -64,6 +64,13 @@ type Model struct {
 	// no team yet); a team makes delegate mode one Shift+Tab away.
 	rules   string
 	hasTeam bool
+	// confirmQuit: the human asked to quit while members work; the next
+	// key says whether to. interrupted: the UI quit while they worked.
+	confirmQuit bool
+	interrupted bool
+	resumeCmd   func(team string) string
+	// archived names the team deleted during the session (TeamDelete).
+	archived string
 }
 
 // New returns the UI's model.
@@ -96,6 +103,10 @@ func New(opts Options) *Model {
 		md:     newMarkdown(),
 	}
 	m.commands, m.expand = opts.Commands, opts.Expand
+	m.resumeCmd = opts.ResumeCommand
+	if m.resumeCmd == nil {
+		m.resumeCmd = func(team string) string { return "troupe resume " + team }
+	}
 	m.mode, m.modes = modeCycle(opts.PermissionMode)
 	m.resize(80, 24)
 	return m
@@ -209,11 +220,18 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		case teamevent.TeamDelete:
 			m.rules, m.hasTeam = "", false
 		}
+		m.remark(env)
 		if m.view == viewTasks || m.view == viewTeam {
 			switch env.Event.(type) {
 			case teamevent.TaskCreate, teamevent.TaskUpdate, teamevent.TaskComplete, teamevent.Claim,
 				teamevent.Status, teamevent.Spawn, teamevent.Dead, teamevent.HandBack:
 				cmds = append(cmds, m.refresh())
+			}
+		}
+	case HistoryMsg:
+		for _, e := range msg {
+			if env, err := teamevent.Decode(e); err == nil {
+				m.team.Apply(env.TS, env)
 			}
 		}
 	case DeliveredMsg:
@@ -273,6 +291,25 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, tea.Batch(cmds...)
 }
 
+// remark says in the chat what the human must know of a team event: the
+// team came back (troupe resume), or it was deleted and archived, and
+// where its usage is.
+func (m *Model) remark(env teamevent.Envelope) {
+	switch e := env.Event.(type) {
+	case teamevent.Resume:
+		back := "nobody was left to restart"
+		if len(e.Restarted) > 0 {
+			back = strings.Join(e.Restarted, ", ") + " back with their conversations"
+		}
+		m.note("Team %s resumed: %s.", env.Team, back)
+	case teamevent.TeamDelete:
+		m.archived = env.Team
+		m.note("Team %s finished and was archived; its usage: troupe usage %s. Tell the lead what to do next to start a new team.", env.Team, env.Team)
+	case teamevent.TeamCreate:
+		m.archived = ""
+	}
+}
+
 func (m *Model) driverUpdate(u team.Update, now time.Time) {
 	switch u.Kind {
 	case team.UpdateTurnStart:
@@ -306,9 +343,19 @@ func (m *Model) driverUpdate(u team.Update, now time.Time) {
 
 // key handles the keys the UI owns; the rest go to the input line.
 func (m *Model) key(k tea.KeyPressMsg) (tea.Cmd, bool) {
+	if m.confirmQuit {
+		m.confirmQuit = false
+		switch k.String() {
+		case "y", "Y", "ctrl+c":
+			m.quitting, m.interrupted = true, true
+		default:
+			m.note("Not quitting; the team carries on.")
+		}
+		return nil, true
+	}
 	switch k.String() {
 	case "ctrl+c":
-		m.quitting = true
+		m.quit()
 		return nil, true
 	case "tab":
 		m.setView((m.view + 1) % 3)
@@ -338,7 +385,7 @@ func (m *Model) key(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	}
 	if m.demo || m.finished != nil && m.ctl == nil {
 		if k.String() == "q" {
-			m.quitting = true
+			m.quit()
 		}
 		return nil, true
 	}
@@ -358,6 +405,55 @@ func (m *Model) key(k tea.KeyPressMsg) (tea.Cmd, bool) {
 		return m.submit(text), true
 	}
 	return nil, false
+}
+
+// quit ends the UI at once when nobody works; otherwise it asks first,
+// saying what quitting does to the team and how to bring it back.
+func (m *Model) quit() {
+	working := m.Working()
+	if len(working) == 0 {
+		m.quitting = true
+		return
+	}
+	how := "The team stays resumable"
+	if name := m.team.Team(); name != "" {
+		how += ": " + m.resumeCmd(name)
+	}
+	m.note("%s still working. Quit now? They stop where they are. %s. Press y to quit, any other key to stay.", strings.Join(working, ", "), how)
+	m.confirmQuit = true
+	m.follow = true
+	m.setView(viewChat)
+}
+
+// Working names the members at work now: the lead in a turn, teammates
+// working, starting or waiting for an answer. Nobody works once the
+// session or demo has finished.
+func (m *Model) Working() []string {
+	if m.finished != nil {
+		return nil
+	}
+	var out []string
+	for _, r := range m.team.Roster() {
+		switch {
+		case r.Name == store.LeadName && r.InTurn,
+			r.Name != store.LeadName && (r.Status == store.StatusWorking || r.Status == teamview.StatusStarting || r.Status == teamview.StatusWaiting):
+			out = append(out, r.Name)
+		}
+	}
+	return out
+}
+
+// Interrupted reports whether the human quit while members were working
+// (and confirmed it).
+func (m *Model) Interrupted() bool { return m.interrupted }
+
+// Team is the name of the team the UI shows ("" before TeamCreate, or once
+// the team was deleted).
+func (m *Model) Team() string {
+	if m.archived != "" && m.archived == m.team.Team() {
+		return ""
+	}
+	return m.team.Team()
 }
 
 // answerKey answers the first waiting request: y allows, n denies, f denies
@@ -451,7 +547,7 @@ func (m *Model) command(text string) tea.Cmd {
 	arg = strings.TrimSpace(arg)
 	switch name {
 	case "quit", "exit", "q":
-		m.quitting = true
+		m.quit()
 	case "help", "?":
 		m.setView(viewHelp)
 	case "tasks", "board":

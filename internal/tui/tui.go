@@ -71,6 +71,9 @@ type Options struct {
 	// sent to the lead, ok false for a name it does not know.
 	Commands []Command
 	Expand   func(name, args string) (prompt string, ok bool)
+	// ResumeCommand is the command that resumes a team, shown when the
+	// human quits while members work (default "troupe resume TEAM").
+	ResumeCommand func(team string) string
 }
 
 // Command is one of the user's own slash commands.
@@ -84,6 +87,9 @@ type (
 	AgentMsg agent.Event
 	// TeamMsg is a team journal event; the UI decodes it (teamevent).
 	TeamMsg store.Event
+	// HistoryMsg is a team's journal before this session (troupe resume):
+	// the roster, board and timeline are rebuilt from it, without remarks.
+	HistoryMsg []store.Event
 	// DeliveredMsg: messages were handed to an agent's model (the team's
 	// OnDelivered); those to the lead are shown verbatim.
 	DeliveredMsg struct {

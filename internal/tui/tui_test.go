@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -533,5 +534,108 @@ func TestShiftTabDelegateWithTeam(t *testing.T) {
 	m.resize(200, 24)
 	if line := m.statusLine(); !strings.Contains(line, "fixed-theme · theme orchard (lead: Quince)") {
 		t.Errorf("status line %q does not show the team's rules", line)
+	}
+}
+
+// TestQuitWhileWorking: quitting while members work asks first and says
+// how to resume; quitting an idle team or a finished story does not ask.
+func TestQuitWhileWorking(t *testing.T) {
+	ctrlC := tea.KeyPressMsg{Code: 'c', Mod: tea.ModCtrl}
+	key := func(r rune) tea.KeyPressMsg { return tea.KeyPressMsg{Code: r, Text: string(r)} }
+	working := []tea.Msg{
+		ev("team_create", store.LeadName, map[string]any{}, t0),
+		ev("spawn", store.LeadName, map[string]any{"member": "alice", "role": "backend"}, t0),
+		ev("status", "alice", map[string]any{"member": "alice", "status": "working"}, t0),
+	}
+	idle := append(slices.Clone(working), ev("status", "alice", map[string]any{"member": "alice", "status": "idle"}, t0))
+	leadTurn := []tea.Msg{PromptMsg("go"), AgentMsg(agent.Event{Type: agent.EventText, Agent: store.LeadName, Text: "Working on it"})}
+	tests := []struct {
+		name            string
+		opts            Options
+		before          []tea.Msg
+		keys            []tea.Msg
+		wantQuit        bool
+		wantInterrupted bool
+		wantNote        string // in the last note
+	}{
+		{name: "idle team quits at once", before: idle, keys: []tea.Msg{ctrlC}, wantQuit: true},
+		{name: "working asks first", before: working, keys: []tea.Msg{ctrlC},
+			wantNote: "alice still working. Quit now? They stop where they are. The team stays resumable: troupe resume blog. Press y to quit"},
+		{name: "any other key stays", before: working, keys: []tea.Msg{ctrlC, key('n')}, wantNote: "Not quitting; the team carries on."},
+		{name: "y quits, interrupted", before: working, keys: []tea.Msg{ctrlC, key('y')}, wantQuit: true, wantInterrupted: true},
+		{name: "a second ctrl+c quits", before: working, keys: []tea.Msg{ctrlC, ctrlC}, wantQuit: true, wantInterrupted: true},
+		{name: "/quit asks too", before: working, keys: []tea.Msg{typed("/quit"), enter, key('y')}, wantQuit: true, wantInterrupted: true},
+		{name: "exact resume command", opts: Options{ResumeCommand: func(team string) string { return "troupe resume " + team + " --workspace /w" }},
+			before: working, keys: []tea.Msg{ctrlC}, wantNote: "troupe resume blog --workspace /w."},
+		{name: "demo: q while the lead works", opts: Options{Demo: true}, before: leadTurn, keys: []tea.Msg{key('q')},
+			wantNote: "team-lead still working"},
+		{name: "demo: q then y", opts: Options{Demo: true}, before: leadTurn, keys: []tea.Msg{key('q'), key('y')}, wantQuit: true, wantInterrupted: true},
+		{name: "demo: finished quits at once", opts: Options{Demo: true}, before: append(slices.Clone(leadTurn), FinishedMsg{Summary: "done"}),
+			keys: []tea.Msg{key('q')}, wantQuit: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, _, _ := newTest(t, tt.opts)
+			send(m, tt.before...)
+			for _, k := range tt.keys {
+				if s, ok := k.(typedMsg); ok {
+					m.input.SetValue(string(s))
+					continue
+				}
+				m.Update(k)
+			}
+			if m.quitting != tt.wantQuit || m.Interrupted() != tt.wantInterrupted {
+				t.Errorf("quitting %v interrupted %v, want %v %v", m.quitting, m.Interrupted(), tt.wantQuit, tt.wantInterrupted)
+			}
+			if tt.wantNote != "" {
+				if last := lastEntry(m); last.kind != entryNote || !strings.Contains(last.text, tt.wantNote) {
+					t.Errorf("last entry %+v, want a note with %q", last, tt.wantNote)
+				}
+			}
+			if tt.wantNote != "" && strings.Contains(tt.wantNote, "Quit now") {
+				if r := ansi.Strip(m.Render()); !strings.Contains(r, "Quit while alice work?") {
+					t.Errorf("the bottom does not ask:\n%s", r)
+				}
+			}
+		})
+	}
+}
+
+// typedMsg puts text in the input line (the test's own message).
+type typedMsg string
+
+func typed(s string) typedMsg { return typedMsg(s) }
+
+// TestTeamResumedAndArchived: the chat says when the team came back, and
+// once it is deleted that it finished, was archived and where its usage
+// is; nobody works in an archived team.
+func TestTeamResumedAndArchived(t *testing.T) {
+	m, _, _ := newTest(t, Options{})
+	send(m,
+		HistoryMsg{
+			store.Event{TS: t0, Type: "team_create", Team: "blog", Agent: store.LeadName, Fields: map[string]any{}},
+			store.Event{TS: t0, Type: "spawn", Team: "blog", Agent: store.LeadName, Fields: map[string]any{"member": "alice", "role": "backend"}},
+		},
+		ev("resume", store.LeadName, map[string]any{"restarted": []string{"alice"}}, t0),
+	)
+	if got, want := lastEntry(m).text, "Team blog resumed: alice back with their conversations."; got != want {
+		t.Errorf("after resume the chat says %q, want %q", got, want)
+	}
+	if _, ok := m.team.Member("alice"); !ok || m.Team() != "blog" {
+		t.Errorf("the history did not rebuild the team: alice %v, team %q", ok, m.Team())
+	}
+	if n := len(m.entries()); n != 1 {
+		t.Errorf("the history added %d entries to the chat, want only the resume note", n)
+	}
+	send(m, ev("team_delete", store.LeadName, map[string]any{"members": []string{"alice"}}, t0))
+	want := "Team blog finished and was archived; its usage: troupe usage blog."
+	if got := lastEntry(m).text; !strings.HasPrefix(got, want) {
+		t.Errorf("after TeamDelete the chat says %q, want it to start %q", got, want)
+	}
+	if r := ansi.Strip(m.Render()); !strings.Contains(r, "team blog (archived)") || strings.Contains(r, "TeamCreate") {
+		t.Errorf("the screen after TeamDelete:\n%s", r)
+	}
+	if m.Team() != "" {
+		t.Errorf("Team() = %q after the team was archived", m.Team())
 	}
 }

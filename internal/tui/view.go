@@ -144,6 +144,9 @@ func (m *Model) header() string {
 	left := sAccent.Render(" troupe")
 	if name := m.team.Team(); name != "" {
 		left += sDim.Render(" · team ") + sBold.Render(name)
+		if name == m.archived {
+			left += sDim.Render(" (archived)")
+		}
 	}
 	if m.demo {
 		left += sDim.Render(" · demo")
@@ -171,6 +174,14 @@ func (m *Model) header() string {
 // bottom is the separator and the input line, or the approval prompt.
 func (m *Model) bottom() []string {
 	w := m.width
+	if m.confirmQuit {
+		q := fmt.Sprintf(" Quit while %s work? ", strings.Join(m.Working(), ", "))
+		lines := []string{sWarn.Render(fit(q, w)), fit(fmt.Sprintf("  %s quits (the team stays resumable) · any other key stays", sBold.Render("y")), w)}
+		if m.demo {
+			return lines[:1]
+		}
+		return append(lines, fit("", w))
+	}
 	if m.demo {
 		hint := " demo · Tab switches views · PgUp/PgDn scroll · q quits "
 		if m.finished != nil {
