@@ -48,7 +48,7 @@ func TestOpenStore(t *testing.T) {
 		{"file scheme", "file:" + dir, ""},
 		{"file url", "file://" + dir, ""},
 		{"plain path", dir, ""},
-		{"unknown scheme", "s3://bucket/troupe", `unknown store scheme "s3" (known: file)`},
+		{"unknown scheme", "s3://bucket/troupe", `unknown store scheme "s3" (known: file, nats)`},
 		{"no directory", "file:", "no directory"},
 		{"empty", "", "no directory"},
 	}

@@ -369,17 +369,26 @@ func (s *Store) watchSubject(ctx context.Context, stream, subject string) (<-cha
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", subject, err)
 	}
-	out := make(chan struct{}, 1)
-	cc, err := oc.Consume(func(jetstream.Msg) { wake(out) })
+	// The consumer's callback may still run after Stop: it signals in,
+	// which is never closed, and only the goroutine below touches out.
+	in := make(chan struct{}, 1)
+	cc, err := oc.Consume(func(jetstream.Msg) { wake(in) })
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", subject, err)
 	}
+	out := make(chan struct{}, 1)
 	go func() {
 		defer close(out)
 		defer cc.Stop()
-		select {
-		case <-ctx.Done():
-		case <-s.done:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.done:
+				return
+			case <-in:
+				wake(out)
+			}
 		}
 	}()
 	return out, nil
