@@ -561,10 +561,18 @@ func validateRoster(r *store.Roster) error {
 	return nil
 }
 
+// cloneRoster is a deep copy of r: an update edits its copy in place, and
+// the log is the difference between the two, so no slice may be shared
+// (a persona cast in place would otherwise change both and never be
+// written).
 func cloneRoster(r store.Roster) store.Roster {
 	r.Members = slices.Clone(r.Members)
 	if r.Members == nil {
 		r.Members = []store.Member{}
 	}
+	for i := range r.Members {
+		r.Members[i].MCPServers = slices.Clone(r.Members[i].MCPServers)
+	}
+	r.Personas = slices.Clone(r.Personas)
 	return r
 }

@@ -219,6 +219,42 @@ var teamTests = map[string]func(*testing.T, Factory){
 }
 
 var rosterTests = map[string]func(*testing.T, Factory){
+	"InPlaceEditsKept": func(t *testing.T, f Factory) {
+		// An update that edits the roster's slices in place (a persona
+		// cast to a member, a member's MCP servers) is kept like any
+		// other, by this client and by another.
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		tm := newTeam(t, s, "alice")
+		must[store.Roster](t)(tm.UpdateRoster(ctx, func(r *store.Roster) error {
+			r.Theme = "crew"
+			r.Personas = []store.Persona{{Name: "Oswin"}, {Name: "Wren"}}
+			r.Members[0].MCPServers = []string{"github"}
+			return nil
+		}))
+		must[store.Roster](t)(tm.UpdateRoster(ctx, func(r *store.Roster) error {
+			r.Personas[1].Member = "alice"
+			r.Members[0].MCPServers[0] = "jira"
+			r.Members = append(r.Members, store.Member{Name: "bob"})
+			return nil
+		}))
+		must[store.Roster](t)(tm.UpdateRoster(ctx, func(r *store.Roster) error {
+			r.Personas[0].Member = "bob"
+			return nil
+		}))
+		for _, c := range []store.Team{tm, reopen(t, o, "t1")} {
+			r := must[store.Roster](t)(c.ReadRoster(ctx))
+			if p, ok := r.PersonaOf("alice"); !ok || p.Name != "Wren" {
+				t.Errorf("alice plays %+v (%v), want Wren", p, ok)
+			}
+			if p, ok := r.PersonaOf("bob"); !ok || p.Name != "Oswin" {
+				t.Errorf("bob plays %+v (%v), want Oswin", p, ok)
+			}
+			if m, ok := r.Member("alice"); !ok || !slices.Equal(m.MCPServers, []string{"jira"}) {
+				t.Errorf("alice's MCP servers = %+v", m)
+			}
+		}
+	},
 	"ConcurrentUpdatesNoneLost": func(t *testing.T, f Factory) {
 		o, s := open(t, f)
 		ctx := ctxFor(t)
