@@ -40,6 +40,7 @@ type reader struct {
 	seqOf   map[string]uint64
 	floor   uint64 // acked up to this stream sequence
 	seen    map[string]bool
+	high    uint64 // the highest stream sequence taken from buf
 }
 
 type readers struct {
@@ -224,11 +225,20 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 		return nil, err
 	}
 	defer r.unlock()
+	// The consumer pushes in batches: what was in the inbox when Receive
+	// was called is handed out in one answer, as the contract has it, so
+	// Receive waits for the push to reach the subject's last message.
+	last, err := mb.lastSeq(context.WithoutCancel(ctx), name)
+	if err != nil {
+		return nil, fmt.Errorf("receive for %s: %w", name, err)
+	}
+	var out []store.Message
 	for {
 		if err := mb.open(context.WithoutCancel(ctx), r, name); err != nil {
 			return nil, err
 		}
-		if out := mb.take(r); len(out) > 0 {
+		out = append(out, mb.take(r)...)
+		if len(out) > 0 && r.high >= last {
 			return out, nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -236,12 +246,28 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 		}
 		select {
 		case <-ctx.Done():
+			if len(out) > 0 {
+				return out, nil // handed out to this client: never dropped
+			}
 			return nil, ctx.Err()
 		case <-mb.t.s.done:
 			return nil, store.ErrClosed
 		case <-r.arrived:
 		}
 	}
+}
+
+// lastSeq is the stream sequence of the last message sent to member's
+// inbox (0: none).
+func (mb *mailbox) lastSeq(ctx context.Context, member string) (uint64, error) {
+	m, err := mb.t.s.inbox.GetLastMsgForSubject(ctx, mb.subject(member))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return m.Sequence, nil
 }
 
 // take hands out what the consumer delivered and this client has not
@@ -258,6 +284,7 @@ func (mb *mailbox) take(r *reader) []store.Message {
 			continue
 		}
 		seq := md.Sequence.Stream
+		r.high = max(r.high, seq)
 		if seq <= r.floor {
 			continue
 		}
