@@ -278,7 +278,7 @@ func (w *leadWaker) poll(ctx context.Context, t store.Team) (wake, bool, error) 
 	msgs := s.in.take(t)
 	var others []store.Message
 	for _, m := range msgs {
-		if m.Type == store.TypeIdleNotification {
+		if m.Type == store.TypeIdleNotification || claimNotice(m) {
 			w.held = append(w.held, m)
 		} else {
 			others = append(others, m)

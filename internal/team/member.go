@@ -91,6 +91,9 @@ type memberState struct {
 	// idleHookBlocks counts TeammateIdle hooks that sent the member back to
 	// work since its last real work.
 	idleHookBlocks int
+	// announce tells the lead the member takes a task, before an idle
+	// claim (seed 004), as its TaskUpdate does (set once, at start).
+	announce func(context.Context, store.Task) error
 }
 
 // task is the task the member works on ("" when none).
@@ -139,6 +142,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		},
 		recordDecision(m.emit, m.name))
 	b := &binding{self: m.name, member: m, fixed: cfg.Team, proto: m.proto, em: m.emitter(), rules: cfg.Rules, who: m.who}
+	m.st.announce = func(ctx context.Context, t store.Task) error { return b.announceClaim(ctx, cfg.Team, t) }
 	id := agent.Identity{Name: m.name, Role: m.me.Role, Team: r.Name}
 	instr := teammateInstructions(store.LeadName)
 	if p := teammatePersona(r, me.Name); p != "" {

@@ -244,6 +244,11 @@ func (m *Member) claim(ctx context.Context, list func() ([]store.Task, error)) (
 		if t.Claimable() != nil || !roleFits(t, me) || handedBackBy(t, m.name) {
 			continue
 		}
+		if m.st.announce != nil {
+			if err := m.st.announce(ctx, t); err != nil {
+				return nil, fmt.Errorf("tell the lead before taking task #%s: %w", t.ID, err)
+			}
+		}
 		got, err := m.cfg.Team.Tasks().Claim(ctx, t.ID, m.name)
 		if err == nil {
 			m.emit(ctx, teamevent.Claim{Task: got.ID, Owner: m.name, Subject: got.Subject})

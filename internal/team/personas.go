@@ -377,6 +377,17 @@ func taskRefs(text string) []string {
 	return out
 }
 
+// claimNoticeSummary starts the summary of the runtime's own "I am taking
+// task #N" to the lead.
+const claimNoticeSummary = "taking task #"
+
+// claimNotice reports whether m is the runtime's notice that a teammate
+// takes a task: the lead reads it with its next wake, as it reads idle
+// notifications, rather than spending a turn on each claim.
+func claimNotice(m store.Message) bool {
+	return m.Type == store.TypeMessage && m.TaskID != "" && m.Summary == claimNoticeSummary+m.TaskID
+}
+
 // announceClaim tells the lead, as the teammate, that it takes task t,
 // unless it already said so: the claim then never reaches the board before
 // the lead has heard of it.
@@ -384,8 +395,8 @@ func (b *binding) announceClaim(ctx context.Context, t store.Team, task store.Ta
 	if b.lead || b.announced.has(task.ID) {
 		return nil
 	}
-	_, err := b.sendAsIn(ctx, t, store.Message{Type: store.TypeMessage, From: b.self, To: store.LeadName,
-		Content: fmt.Sprintf("I am taking task #%s (%s), which is in my area.", task.ID, task.Subject), Summary: "taking task #" + task.ID})
+	_, err := b.sendAsIn(ctx, t, store.Message{Type: store.TypeMessage, From: b.self, To: store.LeadName, TaskID: task.ID,
+		Content: fmt.Sprintf("I am taking task #%s (%s), which is in my area.", task.ID, task.Subject), Summary: claimNoticeSummary + task.ID})
 	if err == nil {
 		b.announced.note("#" + task.ID)
 	}
