@@ -3,7 +3,9 @@ package store
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
+	"time"
 )
 
 // Reserved names.
@@ -90,4 +92,66 @@ func ResolveSender(r *Roster, name string) (string, error) {
 		return "", fmt.Errorf("sender: %w", err)
 	}
 	return n, nil
+}
+
+// PrepareMessage is what every backend does to m before it stores it: its
+// recipient and sender resolved in team r, its type, id and timestamp
+// filled in when empty (from newID and now), and the whole validated.
+func PrepareMessage(r *Roster, m Message, newID func() string, now func() time.Time) (Message, error) {
+	to, err := ResolveRecipient(r, m.To)
+	if err != nil {
+		return Message{}, fmt.Errorf("send: %w", err)
+	}
+	from, err := ResolveSender(r, m.From)
+	if err != nil {
+		return Message{}, fmt.Errorf("send to %s: %w", to, err)
+	}
+	m.To, m.From = to, from
+	if m.Type == "" {
+		m.Type = TypeMessage
+	}
+	if m.ID == "" {
+		m.ID = newID()
+	}
+	if m.Timestamp.IsZero() {
+		m.Timestamp = now()
+	}
+	if err := ValidateMessage(&m); err != nil {
+		return Message{}, fmt.Errorf("send to %s: %w", to, err)
+	}
+	return m, nil
+}
+
+// NormalizeMembers normalises r's member names in place and refuses
+// duplicates and reserved names.
+func (r *Roster) NormalizeMembers() error {
+	seen := make(map[string]bool, len(r.Members))
+	for i := range r.Members {
+		m := &r.Members[i]
+		n, err := NormalizeMemberName(m.Name)
+		if err != nil {
+			return err
+		}
+		if seen[n] {
+			return fmt.Errorf("%w: %s", ErrMemberExists, n)
+		}
+		seen[n] = true
+		m.Name = n
+	}
+	return nil
+}
+
+// Clone is a deep copy of r (Members never nil): a roster update edits
+// its copy in place, and a backend that compares the copy with what it
+// read must not find the two sharing a slice.
+func (r Roster) Clone() Roster {
+	r.Members = slices.Clone(r.Members)
+	if r.Members == nil {
+		r.Members = []Member{}
+	}
+	for i := range r.Members {
+		r.Members[i].MCPServers = slices.Clone(r.Members[i].MCPServers)
+	}
+	r.Personas = slices.Clone(r.Personas)
+	return r
 }

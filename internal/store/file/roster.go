@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"reflect"
-	"slices"
 	"sync"
 	"time"
 
@@ -109,7 +108,7 @@ func (t *Team) ReadRoster(ctx context.Context) (store.Roster, error) {
 	if err != nil {
 		return store.Roster{}, err
 	}
-	return cloneRoster(c.r), nil
+	return c.r.Clone(), nil
 }
 
 // roster returns the current roster, from the cache when config.json and
@@ -181,7 +180,7 @@ func (t *Team) readRoster(prev *rosterCache) (next *rosterCache, retry bool, err
 	c := &rosterCache{cfg: cfg, gen: log.gen, log: log.exists, heartbeatsOnly: true}
 	if prev != nil && sameVersion(prev.cfg, cfg) && prev.log && log.exists && prev.gen == log.gen && log.size >= prev.off {
 		// Same config.json, the same log grown: read only the new lines.
-		c.r, c.off, c.heartbeatsOnly = cloneRoster(prev.r), prev.off, prev.heartbeatsOnly
+		c.r, c.off, c.heartbeatsOnly = prev.r.Clone(), prev.off, prev.heartbeatsOnly
 	} else {
 		data, err := io.ReadAll(f)
 		if err != nil {
@@ -190,7 +189,7 @@ func (t *Team) readRoster(prev *rosterCache) (next *rosterCache, retry bool, err
 		if err := json.Unmarshal(data, &c.r); err != nil {
 			return nil, false, fmt.Errorf("read roster of team %s: %w", t.name, err)
 		}
-		if err := validateRoster(&c.r); err != nil {
+		if err := c.r.NormalizeMembers(); err != nil {
 			return nil, false, fmt.Errorf("read roster of team %s: %w", t.name, err)
 		}
 		if c.r.Members == nil {
@@ -291,7 +290,7 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 	if err := <-r.done; err != nil {
 		return store.Roster{}, err
 	}
-	return cloneRoster(r.out), nil
+	return r.out.Clone(), nil
 }
 
 // rosterReq is one UpdateRoster waiting in a group commit: the changes
@@ -338,7 +337,7 @@ func (t *Team) updateBatch(batch []*rosterReq) error {
 	if err != nil {
 		return err
 	}
-	cur := cloneRoster(c.r)
+	cur := c.r.Clone()
 	off, heartbeatsOnly := c.off, c.heartbeatsOnly
 	var lines []byte
 	var waiting []*rosterReq
@@ -358,13 +357,13 @@ func (t *Team) updateBatch(batch []*rosterReq) error {
 		return err
 	}
 	for i, q := range batch {
-		next := cloneRoster(cur)
+		next := cur.Clone()
 		if err := q.fn(&next); err != nil {
 			q.done <- err
 			continue
 		}
 		next.Name, next.Lead, next.CreatedAt = cur.Name, cur.Lead, cur.CreatedAt
-		if err := validateRoster(&next); err != nil {
+		if err := next.NormalizeMembers(); err != nil {
 			q.done <- fmt.Errorf("update roster of team %s: %w", t.name, err)
 			continue
 		}
@@ -540,39 +539,4 @@ func (s *Store) compactAll() {
 // written, so never folded).
 func teamOfKey(key string) (string, bool) {
 	return key, store.NamePattern.MatchString(key)
-}
-
-// validateRoster normalises member names in place and refuses duplicates
-// and reserved names.
-func validateRoster(r *store.Roster) error {
-	seen := make(map[string]bool, len(r.Members))
-	for i := range r.Members {
-		m := &r.Members[i]
-		n, err := store.NormalizeMemberName(m.Name)
-		if err != nil {
-			return err
-		}
-		if seen[n] {
-			return fmt.Errorf("%w: %s", store.ErrMemberExists, n)
-		}
-		seen[n] = true
-		m.Name = n
-	}
-	return nil
-}
-
-// cloneRoster is a deep copy of r: an update edits its copy in place, and
-// the log is the difference between the two, so no slice may be shared
-// (a persona cast in place would otherwise change both and never be
-// written).
-func cloneRoster(r store.Roster) store.Roster {
-	r.Members = slices.Clone(r.Members)
-	if r.Members == nil {
-		r.Members = []store.Member{}
-	}
-	for i := range r.Members {
-		r.Members[i].MCPServers = slices.Clone(r.Members[i].MCPServers)
-	}
-	r.Personas = slices.Clone(r.Personas)
-	return r
 }

@@ -178,7 +178,7 @@ func (s *Store) CreateTeam(ctx context.Context, r store.Roster) (store.Team, err
 	if r.Members == nil {
 		r.Members = []store.Member{}
 	}
-	if err := validateRoster(&r); err != nil {
+	if err := r.NormalizeMembers(); err != nil {
 		return nil, fmt.Errorf("create team %s: %w", name, err)
 	}
 	dir := s.teamDir(name)

@@ -150,27 +150,11 @@ func (mb *mailbox) Send(ctx context.Context, m store.Message) (store.Message, er
 }
 
 func (mb *mailbox) send(ctx context.Context, r *store.Roster, m store.Message) (store.Message, error) {
-	to, err := store.ResolveRecipient(r, m.To)
+	m, err := store.PrepareMessage(r, m, mb.t.s.opts.NewID, mb.t.s.now)
 	if err != nil {
-		return store.Message{}, fmt.Errorf("send: %w", err)
+		return store.Message{}, err
 	}
-	from, err := store.ResolveSender(r, m.From)
-	if err != nil {
-		return store.Message{}, fmt.Errorf("send to %s: %w", to, err)
-	}
-	m.To, m.From = to, from
-	if m.Type == "" {
-		m.Type = store.TypeMessage
-	}
-	if m.ID == "" {
-		m.ID = mb.t.s.opts.NewID()
-	}
-	if m.Timestamp.IsZero() {
-		m.Timestamp = mb.t.s.now()
-	}
-	if err := store.ValidateMessage(&m); err != nil {
-		return store.Message{}, fmt.Errorf("send to %s: %w", to, err)
-	}
+	to := m.To
 	data, err := json.Marshal(&m)
 	if err != nil {
 		return store.Message{}, fmt.Errorf("send to %s: %w", to, err)

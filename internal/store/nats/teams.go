@@ -95,7 +95,7 @@ func (s *Store) CreateTeam(ctx context.Context, r store.Roster) (store.Team, err
 	if r.Members == nil {
 		r.Members = []store.Member{}
 	}
-	if err := validateRoster(&r); err != nil {
+	if err := r.NormalizeMembers(); err != nil {
 		return nil, fmt.Errorf("create team %s: %w", name, err)
 	}
 	_, seq, ok, err := s.readTeam(ctx, name)
@@ -357,7 +357,7 @@ func (t *Team) ReadRoster(ctx context.Context) (store.Roster, error) {
 		return store.Roster{}, err
 	}
 	if t.archived != nil {
-		return cloneRoster(t.archived.Roster), nil
+		return t.archived.Roster.Clone(), nil
 	}
 	rec, _, ok, err := t.s.readTeam(ctx, t.name)
 	if err != nil {
@@ -387,7 +387,7 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 			return store.Roster{}, fmt.Errorf("%w: %s", store.ErrTeamNotFound, t.name)
 		}
 		cur := rec.Roster
-		next := cloneRoster(cur)
+		next := cur.Clone()
 		if err := fn(&next); err != nil {
 			return store.Roster{}, err
 		}
@@ -395,7 +395,7 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 		if next.Members == nil {
 			next.Members = []store.Member{}
 		}
-		if err := validateRoster(&next); err != nil {
+		if err := next.NormalizeMembers(); err != nil {
 			return store.Roster{}, fmt.Errorf("update roster of team %s: %w", t.name, err)
 		}
 		data, err := json.Marshal(teamRec{Gen: t.gen, Roster: next})
@@ -409,36 +409,6 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 		if err != nil {
 			return store.Roster{}, fmt.Errorf("update roster of team %s: %w", t.name, err)
 		}
-		return cloneRoster(next), nil
+		return next.Clone(), nil
 	}
-}
-
-// validateRoster normalises member names in place and refuses duplicates
-// and reserved names.
-func validateRoster(r *store.Roster) error {
-	seen := make(map[string]bool, len(r.Members))
-	for i := range r.Members {
-		m := &r.Members[i]
-		n, err := store.NormalizeMemberName(m.Name)
-		if err != nil {
-			return err
-		}
-		if seen[n] {
-			return fmt.Errorf("%w: %s", store.ErrMemberExists, n)
-		}
-		seen[n] = true
-		m.Name = n
-	}
-	return nil
-}
-
-func cloneRoster(r store.Roster) store.Roster {
-	r.Members = slices.Clone(r.Members)
-	if r.Members == nil {
-		r.Members = []store.Member{}
-	}
-	for i := range r.Members {
-		r.Members[i].MCPServers = slices.Clone(r.Members[i].MCPServers)
-	}
-	return r
 }
