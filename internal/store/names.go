@@ -155,3 +155,30 @@ func (r Roster) Clone() Roster {
 	r.Personas = slices.Clone(r.Personas)
 	return r
 }
+
+// BroadcastEach sends a copy of m to every recipient of team r but its
+// sender, each with an id of its own, through send (a backend's single
+// send); it stops at the first error with what was sent so far.
+func BroadcastEach(r *Roster, m Message, send func(Message) (Message, error)) ([]Message, error) {
+	from, err := ResolveSender(r, m.From)
+	if err != nil {
+		return nil, fmt.Errorf("broadcast: %w", err)
+	}
+	if m.Type == "" {
+		m.Type = TypeBroadcast
+	}
+	var out []Message
+	for _, to := range r.Recipients() {
+		if to == from {
+			continue
+		}
+		c := m
+		c.To, c.ID = to, ""
+		sent, err := send(c)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, sent)
+	}
+	return out, nil
+}

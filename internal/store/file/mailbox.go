@@ -136,27 +136,7 @@ func (mb *mailbox) Broadcast(ctx context.Context, m store.Message) ([]store.Mess
 	if err != nil {
 		return nil, fmt.Errorf("broadcast: %w", err)
 	}
-	from, err := store.ResolveSender(&r, m.From)
-	if err != nil {
-		return nil, fmt.Errorf("broadcast: %w", err)
-	}
-	if m.Type == "" {
-		m.Type = store.TypeBroadcast
-	}
-	var out []store.Message
-	for _, to := range r.Recipients() {
-		if to == from {
-			continue
-		}
-		c := m
-		c.To, c.ID = to, ""
-		sent, err := mb.send(ctx, &r, c)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, sent)
-	}
-	return out, nil
+	return store.BroadcastEach(&r, m, func(c store.Message) (store.Message, error) { return mb.send(ctx, &r, c) })
 }
 
 // member checks that name may have an inbox in this team.
