@@ -35,22 +35,23 @@ type boardReq struct {
 	done chan error
 }
 
-// batches hands out one boardBatch per board (team key).
-type batches struct {
+// perKey hands out one *T per key (a team's), made on first use: the
+// board's and the roster's group commits each keep one per team.
+type perKey[T any] struct {
 	mu sync.Mutex
-	m  map[string]*boardBatch
+	m  map[string]*T
 }
 
-func (bs *batches) get(key string) *boardBatch {
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	if bs.m == nil {
-		bs.m = make(map[string]*boardBatch)
+func (p *perKey[T]) get(key string) *T {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = make(map[string]*T)
 	}
-	g, ok := bs.m[key]
+	g, ok := p.m[key]
 	if !ok {
-		g = &boardBatch{}
-		bs.m[key] = g
+		g = new(T)
+		p.m[key] = g
 	}
 	return g
 }

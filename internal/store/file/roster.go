@@ -310,26 +310,6 @@ type rosterBatch struct {
 	queue   []*rosterReq
 }
 
-// rosterBatches hands out one rosterBatch per team key.
-type rosterBatches struct {
-	mu sync.Mutex
-	m  map[string]*rosterBatch
-}
-
-func (rb *rosterBatches) get(key string) *rosterBatch {
-	rb.mu.Lock()
-	defer rb.mu.Unlock()
-	if rb.m == nil {
-		rb.m = make(map[string]*rosterBatch)
-	}
-	g, ok := rb.m[key]
-	if !ok {
-		g = &rosterBatch{}
-		rb.m[key] = g
-	}
-	return g
-}
-
 // updateBatch applies the queued changes in order and answers each; the
 // caller holds config.lock.
 func (t *Team) updateBatch(batch []*rosterReq) error {

@@ -79,9 +79,9 @@ type Store struct {
 	opts     Options
 
 	locks         locks
-	appends       groups        // group commits of the journal and transcripts
-	batches       batches       // group commits of the boards
-	rosterBatches rosterBatches // group commits of the rosters
+	appends       groups              // group commits of the journal and transcripts
+	batches       perKey[boardBatch]  // group commits of the boards
+	rosterBatches perKey[rosterBatch] // group commits of the rosters
 	hub           hub
 	watcher       watcher
 
