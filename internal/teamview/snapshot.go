@@ -18,8 +18,9 @@ type Member struct {
 	// starting.
 	Status string
 	// Mode is how a teammate runs (in-process, process); Worktree is its
-	// own checkout, if any.
-	Mode, Worktree string
+	// own checkout, if any; Host is host:pid of the process reading its
+	// inbox, on a store shared by several machines.
+	Mode, Worktree, Host string
 	// Tool is the tool running now, if any.
 	Tool string
 	// Doing is what the member does now, for a status line (thinking,
@@ -310,6 +311,20 @@ func Load(ctx context.Context, t store.Team, running map[string]bool, opts Optio
 	if err != nil {
 		return nil, fmt.Errorf("teamview: read board of %s: %w", t.Name(), err)
 	}
-	v.Apply(time.Time{}, Snapshot{Roster: &r, Tasks: b.Tasks, Corrupt: b.Corrupt, Running: running})
+	v.Apply(time.Time{}, Snapshot{Roster: &r, Tasks: b.Tasks, Corrupt: b.Corrupt, Running: running, Presence: Presence(ctx, t)})
 	return v, nil
+}
+
+// Presence is where team t's members read their inboxes, when its store
+// can say (nil otherwise, or when asking fails: it is shown, not relied on).
+func Presence(ctx context.Context, t store.Team) []store.Presence {
+	pr, ok := t.(store.PresenceReporter)
+	if !ok {
+		return nil
+	}
+	ps, err := pr.Presence(ctx)
+	if err != nil {
+		return nil
+	}
+	return ps
 }

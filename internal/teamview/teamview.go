@@ -97,6 +97,10 @@ type (
 		// Running names the teammates whose runtime is up; a member that
 		// is neither shut down nor running is dead. Nil: unknown.
 		Running map[string]bool
+		// Presence is where each member's inbox is read, from a store
+		// shared by several machines (store.PresenceReporter); nil
+		// otherwise.
+		Presence []store.Presence
 	}
 )
 
@@ -429,6 +433,11 @@ func (v *View) snapshot(sn Snapshot) {
 			r.Model = rm.Model
 		}
 		r.Worktree = rm.Worktree
+		for _, p := range sn.Presence {
+			if p.Member == rm.Name && p.Host != "" {
+				r.Host = fmt.Sprintf("%s:%d", p.Host, p.PID)
+			}
+		}
 		if sn.Running != nil && rm.Status != store.StatusShutdown && !sn.Running[rm.Name] {
 			r.Status = StatusDead
 		}

@@ -150,6 +150,20 @@ func TestReduce(t *testing.T) {
 				{Name: "bob", Status: store.StatusShutdown}, {Name: "carol", Status: store.StatusIdle, Worktree: "/w/carol"}},
 		},
 		{
+			name: "a member on another machine shows its host",
+			inputs: func(t *testing.T) []any {
+				return []any{Snapshot{
+					Roster: &store.Roster{Name: "blog", Members: []store.Member{
+						{Name: "alice", Status: store.StatusIdle},
+						{Name: "bob", Status: store.StatusIdle},
+					}},
+					Presence: []store.Presence{{Member: "alice", Host: "build-2", PID: 4242}, {Member: "bob"}},
+				}}
+			},
+			roster: []Member{lead(store.StatusIdle), {Name: "alice", Status: store.StatusIdle, Host: "build-2:4242"},
+				{Name: "bob", Status: store.StatusIdle}},
+		},
+		{
 			name: "a permission request pending, then answered",
 			inputs: func(t *testing.T) []any {
 				return []any{

@@ -129,6 +129,7 @@ func (h *hub) refresh(ctx context.Context) error {
 	if h.s.cfg.Running != nil && !h.ref.Archive {
 		running = h.s.cfg.Running(h.ref.Name)
 	}
+	presence := teamview.Presence(ctx, h.t)
 	h.mu.Lock()
 	var oldest time.Time
 	for _, e := range events {
@@ -155,7 +156,7 @@ func (h *hub) refresh(ctx context.Context) error {
 			h.deps[[2]string{t.ID, x}] = true
 		}
 	}
-	h.view.Apply(time.Time{}, teamview.Snapshot{Roster: &r, Tasks: b.Tasks, Corrupt: b.Corrupt, Running: running})
+	h.view.Apply(time.Time{}, teamview.Snapshot{Roster: &r, Tasks: b.Tasks, Corrupt: b.Corrupt, Running: running, Presence: presence})
 	h.cursor = next
 	h.version++
 	h.oldest = oldest
