@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
 	"github.com/troupe-dev/troupe/internal/teamevent"
+	"github.com/troupe-dev/troupe/internal/usage"
 	"github.com/troupe-dev/troupe/internal/web"
 )
 
@@ -93,7 +94,7 @@ func TestWebDashboardInBrowser(t *testing.T) {
 	}()
 
 	srv, err := web.New(web.Config{Store: d.env.Store, Addr: "127.0.0.1:0", Actions: true, Actor: sessionActor{sess: sess},
-		Running: func(string) map[string]bool { return runningSet(it.Running()) }})
+		Prices: usage.DefaultPrices(), Running: func(string) map[string]bool { return runningSet(it.Running()) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +171,11 @@ func TestWebDashboardInBrowser(t *testing.T) {
 	completed, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#board .col-completed .card').length`))
 	if err != nil || completed != 4 {
 		t.Errorf("%d completed cards (%v), want 4", completed, err)
+	}
+	// The work has a price: the page shows what it cost, not $0.
+	priced, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`/\$(?!0\.0000)\d+\.\d{4}/.test(document.body.innerText)`))
+	if err != nil || !priced {
+		t.Errorf("the page shows no cost above $0.0000 (%v)", err)
 	}
 	png, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
 	if err != nil {
