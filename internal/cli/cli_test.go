@@ -53,6 +53,7 @@ func TestScripts(t *testing.T) {
 			"fakeopenai": cmdFakeOpenAI,
 			"waitfor":    cmdWaitFor,
 			"freeport":   cmdFreePort,
+			"waitport":   cmdWaitPort,
 		},
 	})
 }
@@ -108,6 +109,29 @@ func cmdFakeOpenAI(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	ts.Defer(func() { _ = srv.Close() })
 	ts.Setenv("OPENAI_BASE_URL", url)
+}
+
+// cmdWaitPort waits until something listens on 127.0.0.1:$NAME (a
+// condition, polled with a deadline):
+//
+//	waitport NAME
+func cmdWaitPort(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitport NAME")
+	}
+	addr := net.JoinHostPort("127.0.0.1", ts.Getenv(args[0]))
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("waitport: nothing listens on %s after 60s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // cmdWaitFor waits until FILE exists and matches REGEX (a condition, polled

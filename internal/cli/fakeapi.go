@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -102,9 +99,9 @@ func (a *app) serveFakeAPI(ctx context.Context, s *fakeapi.Script, addr string, 
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	// Run's signal handler prints this, then cancels ctx: a handler of
+	// our own could end the server before the notice is printed.
 	setStopNotice("troupe: stopping the fake API server")
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 
 	var logMu sync.Mutex // requests are answered, and logged, concurrently
 	srv := fakeapi.New(s, cache.options(fakeapi.Options{

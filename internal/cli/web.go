@@ -63,6 +63,7 @@ members (from: human) and stops them; actions always need the token.`,
 			}
 			defer s.Close()
 			dir, _ := a.Workspace()
+			setStopNotice("troupe: stopping the web dashboard")
 			stop, err := a.startWeb(a.ctx, f, s, web.StoreActor{}, nil, dir)
 			if err != nil {
 				return err
