@@ -379,76 +379,17 @@ func apiMessage(raw string) string {
 	return strings.TrimSpace(raw)
 }
 
-// buildParams translates a request into the SDK's params. Requests are sent
-// as bodies the encoder builds from cached pieces; this is the reference
-// those bodies are tested against. It translates a request, marking the cache breakpoints in the
-// order the cache reads a request (tools, system, messages):
-//   - the last tool: the tools alone, shared by every agent offered them;
-//   - the system prompt (req.System): tools and system, shared byte for
-//     byte by the agents of one role; req.SystemTail (who the agent is)
-//     follows as a second block, outside that prefix;
-//   - the last block of the user turn before the last reply: where the
-//     previous call's conversation ended, read back directly;
-//   - the last block of the latest turn: the whole conversation so far,
-//     which the next call reads and extends.
-//
-// With req.CacheTTL 1h every breakpoint asks for the hour: the API wants
-// longer lifetimes before shorter ones, and a shared prefix kept an hour
-// costs its one writer the same.
-func buildParams(req *llm.Request) (sdk.MessageNewParams, error) {
-	msgs, err := llm.Normalize(req.Messages)
-	if err != nil {
-		return sdk.MessageNewParams{}, err
-	}
-	model := req.Model
+// requestDefaults are the model and the output limit req asks for, or
+// troupe's defaults.
+func requestDefaults(req *llm.Request) (model string, maxTokens int) {
+	model, maxTokens = req.Model, req.MaxTokens
 	if model == "" {
 		model = DefaultModel
 	}
-	maxTokens := req.MaxTokens
 	if maxTokens <= 0 {
 		maxTokens = 8192
 	}
-	params := sdk.MessageNewParams{
-		Model:     sdk.Model(model),
-		MaxTokens: int64(maxTokens),
-	}
-	cache, err := cacheParam(req.CacheTTL)
-	if err != nil {
-		return params, err
-	}
-	params.System = systemParam(req.System, req.SystemTail, cache)
-	for i, t := range req.Tools {
-		tp, err := toolParam(t)
-		if err != nil {
-			return params, err
-		}
-		if i == len(req.Tools)-1 {
-			tp.CacheControl = cache
-		}
-		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: tp})
-	}
-	for i, m := range msgs {
-		mp, err := messageParam(i, m)
-		if err != nil {
-			return params, err
-		}
-		params.Messages = append(params.Messages, mp)
-	}
-	// The conversation's breakpoint is its last block. The previous call
-	// ended with the user turn before the last assistant turn: marking it
-	// too reads that call's entry directly, even when the turn since added
-	// more blocks than the cache looks back over (about 20: a reply with
-	// many tool calls and their results).
-	n := len(params.Messages)
-	if n >= 3 {
-		prev := params.Messages[n-3].Content
-		setCache(&prev[len(prev)-1], cache)
-	}
-	if n >= 1 {
-		last := params.Messages[n-1].Content
-		setCache(&last[len(last)-1], cache)
-	}
-	return params, nil
+	return model, maxTokens
 }
 
 func toolParam(t llm.ToolSpec) (*sdk.ToolParam, error) {

@@ -81,7 +81,21 @@ func newEncoder() *encoder {
 }
 
 // body returns the request body for req: the bytes the SDK's NewStreaming
-// sends for buildParams(req).
+// would send for the same request, built from cached pieces. It marks the
+// cache breakpoints in the order the cache reads a request (tools, system,
+// messages):
+//   - the last tool: the tools alone, shared by every agent offered them;
+//   - the system prompt (req.System): tools and system, shared byte for
+//     byte by the agents of one role; req.SystemTail (who the agent is)
+//     follows as a second block, outside that prefix;
+//   - the last block of the user turn before the last reply: where the
+//     previous call's conversation ended, read back directly;
+//   - the last block of the latest turn: the whole conversation so far,
+//     which the next call reads and extends.
+//
+// With req.CacheTTL 1h every breakpoint asks for the hour: the API wants
+// longer lifetimes before shorter ones, and a shared prefix kept an hour
+// costs its one writer the same.
 func (e *encoder) body(req *llm.Request) (*reqBody, error) {
 	msgs := req.Messages
 	if !normalized(msgs) {
@@ -94,14 +108,7 @@ func (e *encoder) body(req *llm.Request) (*reqBody, error) {
 	if err != nil {
 		return nil, err
 	}
-	model := req.Model
-	if model == "" {
-		model = DefaultModel
-	}
-	maxTokens := req.MaxTokens
-	if maxTokens <= 0 {
-		maxTokens = 8192
-	}
+	model, maxTokens := requestDefaults(req)
 	modelJSON, err := json.Marshal(model)
 	if err != nil {
 		return nil, fmt.Errorf("model %q: %w", model, err)
