@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 
 	"github.com/troupe-dev/troupe/internal/store"
 )
 
-// boardBatch is a group commit of one board's changes in this process. A
-// change that finds another being committed queues; the next committer
+type boardReq struct {
+	fn   func(*tx) error
+	done chan error
+}
+
+// run commits fn in the group commit of one board's changes in this
+// process (a batcher). A change that finds another being committed queues;
+// the next committer
 // takes every queued change under one hold of the board lock and runs
 // them in order, each seeing the ones before it. The changes that write
 // one task file each (a claim, most updates) are then made durable
@@ -24,51 +29,9 @@ import (
 // Each caller still returns only once its own change is durable, and a
 // change is visible to readers only once it is in its file; readers never
 // see a staged change (a List under the lock waits for the batch).
-type boardBatch struct {
-	mu      sync.Mutex
-	running bool
-	queue   []*boardReq
-}
-
-type boardReq struct {
-	fn   func(*tx) error
-	done chan error
-}
-
-// perKey hands out one *T per key (a team's), made on first use: the
-// board's and the roster's group commits each keep one per team.
-type perKey[T any] struct {
-	mu sync.Mutex
-	m  map[string]*T
-}
-
-func (p *perKey[T]) get(key string) *T {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = make(map[string]*T)
-	}
-	g, ok := p.m[key]
-	if !ok {
-		g = new(T)
-		p.m[key] = g
-	}
-	return g
-}
-
-func (g *boardBatch) run(ctx context.Context, b *tasks, fn func(*tx) error) error {
+func (b *tasks) run(ctx context.Context, fn func(*tx) error) error {
 	r := &boardReq{fn: fn, done: make(chan error, 1)}
-	g.mu.Lock()
-	g.queue = append(g.queue, r)
-	if g.running {
-		g.mu.Unlock()
-		return <-r.done
-	}
-	g.running = true
-	for {
-		batch := g.queue
-		g.queue = nil
-		g.mu.Unlock()
+	b.t.s.batches.get(b.t.key).submit(r, func(batch []*boardReq) {
 		// The lock is waited for without ctx: other callers' changes ride
 		// on this hold of it.
 		err := b.t.s.locks.withLock(context.WithoutCancel(ctx), b.t.path("tasks", ".lock"), func() error {
@@ -83,13 +46,8 @@ func (g *boardBatch) run(ctx context.Context, b *tasks, fn func(*tx) error) erro
 				q.done <- err
 			}
 		}
-		g.mu.Lock()
-		if len(g.queue) == 0 {
-			g.running = false
-			g.mu.Unlock()
-			return <-r.done
-		}
-	}
+	})
+	return <-r.done
 }
 
 // commitBatch runs the queued changes in order and answers each.
@@ -134,7 +92,7 @@ func (b *tasks) commitBatch(batch []*boardReq) {
 }
 
 // writeStaged makes the staged tasks durable in their files: see
-// boardBatch.
+// tasks.run.
 func (b *tasks) writeStaged(staged map[string]*store.Task, order []string) (err error) {
 	if err := b.logChange(order); err != nil {
 		return fmt.Errorf("task board of team %s: %w", b.t.name, err)

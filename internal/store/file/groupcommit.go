@@ -5,59 +5,56 @@ import (
 	"sync"
 )
 
-// groupAppend is a group commit of the appends to one file of this
-// process (the journal, a transcript): an append that finds another one
-// writing waits for it, and the next writer takes every line that queued
-// meanwhile and appends them with one write and one fsync under the file's
-// lock. Each Append still returns only once its own line is fsynced, in
-// the order the appends queued; what changes is that N appends arriving
-// together cost one fsync instead of N, one after another.
-type groupAppend struct {
+// batcher is a group commit: a request that finds a batch being
+// committed queues, and the caller that found none commits every batch
+// queued meanwhile, one after another, until none is left. commit answers
+// each request of its batch; every caller waits for its own answer.
+type batcher[R any] struct {
 	mu      sync.Mutex
-	writing bool
-	queue   []*pendingLine
+	running bool
+	queue   []R
 }
 
+// submit queues r and, when no commit runs, commits the queue batch by
+// batch until it is empty.
+func (g *batcher[R]) submit(r R, commit func(batch []R)) {
+	g.mu.Lock()
+	g.queue = append(g.queue, r)
+	if g.running {
+		g.mu.Unlock()
+		return // the committer of the batch r joined answers it
+	}
+	g.running = true
+	for {
+		batch := g.queue
+		g.queue = nil
+		g.mu.Unlock()
+		commit(batch)
+		g.mu.Lock()
+		if len(g.queue) == 0 {
+			g.running = false
+			g.mu.Unlock()
+			return
+		}
+	}
+}
+
+// pendingLine is one append to a file of this process (the journal, a
+// transcript) in a group commit: the lines that queue while another
+// append writes are appended with one write and one fsync under the
+// file's lock. Each Append still returns only once its own line is
+// fsynced, in the order the appends queued; N appends arriving together
+// cost one fsync instead of N, one after another.
 type pendingLine struct {
 	line []byte
 	done chan error
 }
 
-// groups hands out one groupAppend per file path.
-type groups struct {
-	mu sync.Mutex
-	m  map[string]*groupAppend
-}
-
-func (gs *groups) get(path string) *groupAppend {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	if gs.m == nil {
-		gs.m = make(map[string]*groupAppend)
-	}
-	g, ok := gs.m[path]
-	if !ok {
-		g = &groupAppend{}
-		gs.m[path] = g
-	}
-	return g
-}
-
-// append appends line to path under lockPath, with the lines of other
-// appends queued at the same time.
-func (g *groupAppend) append(ctx context.Context, ls *locks, lockPath, path string, line []byte) error {
+// appendGrouped appends line to path under lockPath, with the lines of
+// other appends queued at the same time (g is path's group commit).
+func appendGrouped(ctx context.Context, g *batcher[*pendingLine], ls *locks, lockPath, path string, line []byte) error {
 	p := &pendingLine{line: line, done: make(chan error, 1)}
-	g.mu.Lock()
-	g.queue = append(g.queue, p)
-	if g.writing {
-		g.mu.Unlock()
-		return <-p.done // the writer of the batch this line joined answers
-	}
-	g.writing = true
-	for {
-		batch := g.queue
-		g.queue = nil
-		g.mu.Unlock()
+	g.submit(p, func(batch []*pendingLine) {
 		var buf []byte
 		if len(batch) == 1 {
 			buf = batch[0].line
@@ -72,11 +69,27 @@ func (g *groupAppend) append(ctx context.Context, ls *locks, lockPath, path stri
 		for _, q := range batch {
 			q.done <- err
 		}
-		g.mu.Lock()
-		if len(g.queue) == 0 {
-			g.writing = false
-			g.mu.Unlock()
-			return <-p.done
-		}
+	})
+	return <-p.done
+}
+
+// perKey hands out one *T per key, made on first use: one group commit per
+// file (appends) or per team (its board, its roster).
+type perKey[T any] struct {
+	mu sync.Mutex
+	m  map[string]*T
+}
+
+func (p *perKey[T]) get(key string) *T {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = make(map[string]*T)
 	}
+	g, ok := p.m[key]
+	if !ok {
+		g = new(T)
+		p.m[key] = g
+	}
+	return g
 }

@@ -201,7 +201,7 @@ func (t *Team) appendLocked(ctx context.Context, lockPath, path string, line []b
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := t.s.appends.get(path).append(ctx, &t.s.locks, lockPath, path, line)
+	err := appendGrouped(ctx, t.s.appends.get(path), &t.s.locks, lockPath, path, line)
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"reflect"
-	"sync"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/store"
@@ -261,32 +260,17 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 		return store.Roster{}, err
 	}
 	r := &rosterReq{fn: fn, done: make(chan error, 1)}
-	g := t.s.rosterBatches.get(t.key)
-	g.mu.Lock()
-	g.queue = append(g.queue, r)
-	if !g.running {
-		g.running = true
-		for {
-			batch := g.queue
-			g.queue = nil
-			g.mu.Unlock()
-			// Waited for without ctx: other callers' changes ride on it.
-			err := t.s.locks.withLock(context.WithoutCancel(ctx), t.path("config.lock"), func() error {
-				return t.updateBatch(batch)
-			})
-			if err != nil {
-				for _, q := range batch {
-					q.done <- err
-				}
-			}
-			g.mu.Lock()
-			if len(g.queue) == 0 {
-				g.running = false
-				break
+	t.s.rosterBatches.get(t.key).submit(r, func(batch []*rosterReq) {
+		// Waited for without ctx: other callers' changes ride on it.
+		err := t.s.locks.withLock(context.WithoutCancel(ctx), t.path("config.lock"), func() error {
+			return t.updateBatch(batch)
+		})
+		if err != nil {
+			for _, q := range batch {
+				q.done <- err
 			}
 		}
-	}
-	g.mu.Unlock()
+	})
 	if err := <-r.done; err != nil {
 		return store.Roster{}, err
 	}
@@ -302,12 +286,6 @@ type rosterReq struct {
 	fn   func(*store.Roster) error
 	out  store.Roster
 	done chan error
-}
-
-type rosterBatch struct {
-	mu      sync.Mutex
-	running bool
-	queue   []*rosterReq
 }
 
 // updateBatch applies the queued changes in order and answers each; the

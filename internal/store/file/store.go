@@ -79,9 +79,9 @@ type Store struct {
 	opts     Options
 
 	locks         locks
-	appends       groups              // group commits of the journal and transcripts
-	batches       perKey[boardBatch]  // group commits of the boards
-	rosterBatches perKey[rosterBatch] // group commits of the rosters
+	appends       perKey[batcher[*pendingLine]] // group commits of the journal and transcripts
+	batches       perKey[batcher[*boardReq]]    // group commits of the boards
+	rosterBatches perKey[batcher[*rosterReq]]   // group commits of the rosters
 	hub           hub
 	watcher       watcher
 

@@ -58,7 +58,7 @@ func (b *tasks) do(ctx context.Context, fn func(*tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return b.t.s.batches.get(b.t.key).run(ctx, b, fn)
+	return b.run(ctx, fn)
 }
 
 // locked runs fn under the board lock alone and commits what it changed.
