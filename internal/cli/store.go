@@ -528,11 +528,7 @@ func (a *app) teamStatusCmd() *cobra.Command {
 			}
 			for i, row := range rows {
 				p := where[row[0]]
-				host := "-"
-				if p.Host != "" {
-					host = fmt.Sprintf("%s:%d", p.Host, p.PID)
-				}
-				rows[i] = append(row, host, fmt.Sprint(p.Lag))
+				rows[i] = append(row, orDash(p.Where()), fmt.Sprint(p.Lag))
 			}
 			return table(a.stdout, head+"\tHOST\tLAG", rows)
 		},

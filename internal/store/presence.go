@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -25,4 +26,12 @@ type PresenceReporter interface {
 	// Presence returns one entry per member that has an inbox, in
 	// roster order.
 	Presence(ctx context.Context) ([]Presence, error)
+}
+
+// Where is host:pid of the reader ("" when the inbox was never opened).
+func (p Presence) Where() string {
+	if p.Host == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d", p.Host, p.PID)
 }

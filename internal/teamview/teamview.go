@@ -434,8 +434,8 @@ func (v *View) snapshot(sn Snapshot) {
 		}
 		r.Worktree = rm.Worktree
 		for _, p := range sn.Presence {
-			if p.Member == rm.Name && p.Host != "" {
-				r.Host = fmt.Sprintf("%s:%d", p.Host, p.PID)
+			if p.Member == rm.Name {
+				r.Host = p.Where()
 			}
 		}
 		if sn.Running != nil && rm.Status != store.StatusShutdown && !sn.Running[rm.Name] {
