@@ -182,3 +182,20 @@ func BroadcastEach(r *Roster, m Message, send func(Message) (Message, error)) ([
 	}
 	return out, nil
 }
+
+// HumanAnswer is the message that carries the human's answer to a
+// permission or plan approval request (requestType is the request's
+// message type) back to the member that asked. The terminal UI and the web
+// dashboard answer with the same words.
+func HumanAnswer(requestType, to, requestID string, approve bool, feedback string) Message {
+	typ := TypePermissionResponse
+	if requestType == TypePlanApprovalRequest {
+		typ = TypePlanApprovalResponse
+	}
+	verdict := "approved"
+	if !approve {
+		verdict = "denied"
+	}
+	return Message{Type: typ, From: HumanName, To: to, RequestID: requestID, Approve: &approve, Feedback: feedback,
+		Content: fmt.Sprintf("The human %s your request.", verdict)}
+}

@@ -19,21 +19,12 @@ func (s *Session) AnswerAsHuman(ctx context.Context, requestID string, approve b
 	if err != nil {
 		return err
 	}
-	typ := store.TypePermissionResponse
-	if req.Type == store.TypePlanApprovalRequest {
-		typ = store.TypePlanApprovalResponse
-	}
-	verdict := "approved"
-	if !approve {
-		verdict = "denied"
-	}
-	msg := store.Message{Type: typ, From: store.HumanName, To: req.From, RequestID: requestID, Approve: &approve, Feedback: feedback,
-		Content: fmt.Sprintf("The human %s your request.", verdict)}
+	msg := store.HumanAnswer(req.Type, req.From, requestID, approve, feedback)
 	if _, err := t.Mailbox().Send(ctx, msg); err != nil {
 		return err
 	}
 	s.proto.answered(requestID)
-	emit(ctx, t, store.HumanName, teamevent.Protocol{Kind: typ, RequestID: requestID, Member: req.From, Approve: &approve}, s.cfg.OnEvent, s.cfg.Logger)
+	emit(ctx, t, store.HumanName, teamevent.Protocol{Kind: msg.Type, RequestID: requestID, Member: req.From, Approve: &approve}, s.cfg.OnEvent, s.cfg.Logger)
 	return nil
 }
 

@@ -33,19 +33,11 @@ type StoreActor struct{}
 // Answer sends the human's answer to the member that asked. A teammate
 // takes answers from the lead or the human alike.
 func (StoreActor) Answer(ctx context.Context, t store.Team, req Request, approve bool, feedback string) error {
-	typ := store.TypePermissionResponse
-	if req.Kind == teamevent.ProtocolPlanRequest {
-		typ = store.TypePlanApprovalResponse
-	}
-	verdict := "approved"
-	if !approve {
-		verdict = "denied"
-	}
-	if _, err := t.Mailbox().Send(ctx, store.Message{Type: typ, From: store.HumanName, To: req.From, RequestID: req.ID,
-		Approve: &approve, Feedback: feedback, Content: fmt.Sprintf("The human %s your request.", verdict)}); err != nil {
+	msg := store.HumanAnswer(req.Kind, req.From, req.ID, approve, feedback)
+	if _, err := t.Mailbox().Send(ctx, msg); err != nil {
 		return fmt.Errorf("answer %s of %s: %w", req.ID, req.From, err)
 	}
-	journal(ctx, t, teamevent.Protocol{Kind: typ, RequestID: req.ID, Member: req.From, Approve: &approve, Reason: feedback})
+	journal(ctx, t, teamevent.Protocol{Kind: msg.Type, RequestID: req.ID, Member: req.From, Approve: &approve, Reason: feedback})
 	return nil
 }
 
