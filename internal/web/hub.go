@@ -3,7 +3,9 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,7 +40,17 @@ type hub struct {
 	subs  map[chan struct{}]struct{}
 	cache map[string]*rendered // this version's sections, by query
 	last  map[string]map[string]lastFrag
+	// presence is the latest answer of where members read their inboxes,
+	// kept by refresh (its one goroutine) for presenceEvery.
+	presence    []store.Presence
+	presenceAt  time.Time
+	presenceFor string // the roster's members and pids it was asked for
 }
+
+// presenceEvery bounds how often a refresh asks the store where members
+// are: on NATS that is a round trip per member, and a busy team's journal
+// changes many times a second.
+const presenceEvery = 2 * time.Second
 
 func newHub(s *Server, r teamRef, t store.Team) *hub {
 	return &hub{s: s, ref: r, t: t, ready: make(chan struct{}),
@@ -129,7 +141,12 @@ func (h *hub) refresh(ctx context.Context) error {
 	if h.s.cfg.Running != nil && !h.ref.Archive {
 		running = h.s.cfg.Running(h.ref.Name)
 	}
-	presence := teamview.Presence(ctx, h.t)
+	// A member that joins, leaves or restarts is shown at once; only the
+	// lags wait for presenceEvery.
+	if now, who := time.Now(), rosterKey(r); who != h.presenceFor || now.Sub(h.presenceAt) >= presenceEvery {
+		h.presence, h.presenceAt, h.presenceFor = teamview.Presence(ctx, h.t), now, who
+	}
+	presence := h.presence
 	h.mu.Lock()
 	var oldest time.Time
 	for _, e := range events {
@@ -164,6 +181,15 @@ func (h *hub) refresh(ctx context.Context) error {
 	h.mu.Unlock()
 	h.wake()
 	return nil
+}
+
+// rosterKey names the roster's members and their processes.
+func rosterKey(r store.Roster) string {
+	var b strings.Builder
+	for _, m := range r.Members {
+		fmt.Fprintf(&b, "%s:%d ", m.Name, m.PID)
+	}
+	return b.String()
 }
 
 // wake tells every subscriber there is a new version (coalesced: a slow
