@@ -219,22 +219,30 @@ func (r *Repo) BaseBranch(ctx context.Context) string {
 // tracked file (which a teammate's branch would not carry and a merge
 // could not pass over).
 func (r *Repo) Ready(ctx context.Context) error {
-	if _, err := r.Head(ctx); err != nil {
-		return fmt.Errorf("%s: %w (commit something first)", r.Top, err)
+	_, err := r.ReadyHead(ctx)
+	return err
+}
+
+// ReadyHead is Ready that also returns the commit the base is on, for a
+// spawn to branch from.
+func (r *Repo) ReadyHead(ctx context.Context) (string, error) {
+	head, err := r.Head(ctx)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w (commit something first)", r.Top, err)
 	}
 	if err := r.setup(ctx); err != nil {
-		return err
+		return "", err
 	}
 	for _, f := range []string{"MERGE_HEAD", "rebase-merge", "rebase-apply", "CHERRY_PICK_HEAD", "REVERT_HEAD"} {
 		if _, err := os.Stat(filepath.Join(r.gitDir, f)); err == nil {
-			return fmt.Errorf("%s: %w (%s); finish or abort it first", r.Top, ErrBusy, f)
+			return "", fmt.Errorf("%s: %w (%s); finish or abort it first", r.Top, ErrBusy, f)
 		}
 	}
 	// Untracked files are left out: a branch does not need them, and
 	// listing them walks the whole tree.
 	out, err := r.run(ctx, r.Top, "status", "--porcelain", "--untracked-files=no")
 	if err != nil {
-		return err
+		return "", err
 	}
 	var tracked []string
 	for l := range strings.SplitSeq(out, "\n") {
@@ -243,9 +251,9 @@ func (r *Repo) Ready(ctx context.Context) error {
 		}
 	}
 	if len(tracked) > 0 {
-		return fmt.Errorf("%s: %w to %s; commit or stash them first", r.Top, ErrDirty, list(tracked, 5))
+		return "", fmt.Errorf("%s: %w to %s; commit or stash them first", r.Top, ErrDirty, list(tracked, 5))
 	}
-	return nil
+	return head, nil
 }
 
 func list(s []string, n int) string {
