@@ -3,7 +3,6 @@ package team
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -33,6 +32,10 @@ type Worktrees struct {
 	// "ff" (fast-forward when possible, the default) or "merge" (always a
 	// merge commit).
 	MergeMode string
+	// Pool is how many spare worktrees are kept ready in the background
+	// for spawns (0: worktree.DefaultPoolSize; negative: none, every spawn
+	// runs `git worktree add`).
+	Pool int
 }
 
 // ParseIsolation checks an isolation setting ("" is shared).
@@ -64,14 +67,11 @@ func openRepo(ctx context.Context, dir string) (*worktree.Repo, error) {
 	return got.(*worktree.Repo), nil
 }
 
-// isolate places a spawned teammate in its own worktree when the spawn or
-// the team asks for it. A workspace that cannot be branched is an error,
-// never a silent shared checkout.
+// isolate places a spawned teammate in its own worktree when the spawn,
+// the team's pattern or the team asks for it, in that order. A workspace
+// that cannot be branched is an error, never a silent shared checkout.
 func (s *Session) isolate(ctx context.Context, t store.Team, name, asked string, env *Env) (worktree.Worktree, string, error) {
-	if asked == "" {
-		asked = s.cfg.Isolation
-	}
-	iso, err := ParseIsolation(asked)
+	iso, err := s.isolation(asked)
 	if err != nil {
 		return worktree.Worktree{}, "", err
 	}
@@ -82,11 +82,25 @@ func (s *Session) isolate(ctx context.Context, t store.Team, name, asked string,
 	if err != nil {
 		return worktree.Worktree{}, "", err
 	}
-	wt, err := placeInWorktree(ctx, s.cfg.Workspace, t.Name(), name, env, true)
+	wt, err := placeInWorktree(ctx, s.cfg.Workspace, t.Name(), name, env, true, s.spares)
 	if err != nil {
 		return wt, "", fmt.Errorf("isolation worktree: %w", err)
 	}
+	s.startMergeQueue(t)
 	return wt, string(mode), nil
+}
+
+// isolation resolves where a spawn works: its own isolation field, else
+// the team pattern's, else the team's default (--isolation,
+// team.isolation).
+func (s *Session) isolation(asked string) (string, error) {
+	if strings.TrimSpace(asked) == "" {
+		asked = s.cfg.Rules.patternIsolation(s.pattern())
+	}
+	if strings.TrimSpace(asked) == "" {
+		asked = s.cfg.Isolation
+	}
+	return ParseIsolation(asked)
 }
 
 // reisolate puts a member the roster says has a worktree back in it (a
@@ -95,28 +109,44 @@ func (s *Session) reisolate(ctx context.Context, t store.Team, m store.Member, e
 	if m.Worktree == "" {
 		return nil
 	}
-	if _, err := placeInWorktree(ctx, s.cfg.Workspace, t.Name(), m.Name, env, false); err != nil {
+	if _, err := placeInWorktree(ctx, s.cfg.Workspace, t.Name(), m.Name, env, false, nil); err != nil {
 		return fmt.Errorf("worktree of %s: %w", m.Name, err)
 	}
+	s.startMergeQueue(t)
 	return nil
 }
 
 // placeInWorktree makes (or finds) the member's worktree and points env's
 // workspace at the same folder inside it as the lead's workspace is inside
-// the base checkout.
-func placeInWorktree(ctx context.Context, base *tool.Workspace, teamName, name string, env *Env, fresh bool) (worktree.Worktree, error) {
+// the base checkout. A fresh one is taken from the team's pool of spares
+// when spares gives one with a spare ready, else made with `git worktree
+// add`.
+func placeInWorktree(ctx context.Context, base *tool.Workspace, teamName, name string, env *Env, fresh bool,
+	spares func(*worktree.Repo, string) *worktree.Pool) (worktree.Worktree, error) {
 	repo, err := openRepo(ctx, base.Dir())
 	if err != nil {
 		return worktree.Worktree{}, err
 	}
+	var wt worktree.Worktree
+	taken := false
 	if fresh {
-		if err := repo.Ready(ctx); err != nil {
+		head, err := repo.ReadyHead(ctx)
+		if err != nil {
 			return worktree.Worktree{}, err
 		}
+		if spares != nil {
+			if p := spares(repo, teamName); p != nil {
+				// A spare that cannot be used (a move refused) costs
+				// nothing but the slow path.
+				wt, err = p.Take(ctx, name, head)
+				taken = err == nil
+			}
+		}
 	}
-	wt, err := repo.Add(ctx, teamName, name)
-	if err != nil {
-		return wt, err
+	if !taken {
+		if wt, err = repo.Add(ctx, teamName, name); err != nil {
+			return wt, err
+		}
 	}
 	sub, err := filepath.Rel(repo.Top, base.Dir())
 	if err != nil || strings.HasPrefix(sub, "..") {
@@ -136,8 +166,76 @@ func placeInWorktree(ctx context.Context, base *tool.Workspace, teamName, name s
 	return wt, nil
 }
 
+// worktreeRuntime is the lead's side of worktree isolation in a session:
+// the team's pool of spare worktrees and its merge queue.
+type worktreeRuntime struct {
+	mu       sync.Mutex
+	pool     *worktree.Pool
+	poolTeam string
+	queue    *mergeQueue
+}
+
+// spares returns the pool of spare worktrees of team in repo, started on
+// first use (nil when the pool is turned off).
+func (s *Session) spares(repo *worktree.Repo, team string) *worktree.Pool {
+	if s.cfg.Worktrees.Pool < 0 {
+		return nil
+	}
+	s.wt.mu.Lock()
+	defer s.wt.mu.Unlock()
+	if s.wt.pool != nil && s.wt.poolTeam == team {
+		return s.wt.pool
+	}
+	if s.wt.pool != nil {
+		old := s.wt.pool
+		go func() { _ = old.Close() }()
+	}
+	s.wt.pool, s.wt.poolTeam = worktree.NewPool(repo, team, s.cfg.Worktrees.Pool), team
+	return s.wt.pool
+}
+
+// warmSpares starts the pool of a team whose teammates work in worktrees
+// by default, so that the first spawns find spares ready. A workspace
+// that is no repository starts none: the spawn says why.
+func (s *Session) warmSpares(ctx context.Context, t store.Team) {
+	if iso, err := s.isolation(""); err != nil || iso != IsolationWorktree || s.cfg.Worktrees.Pool < 0 {
+		return
+	}
+	repo, err := openRepo(ctx, s.cfg.Workspace.Dir())
+	if err != nil {
+		return
+	}
+	s.spares(repo, t.Name())
+}
+
+// closeSpares stops the pool and removes its spares.
+func (s *Session) closeSpares() {
+	s.wt.mu.Lock()
+	p := s.wt.pool
+	s.wt.pool, s.wt.poolTeam = nil, ""
+	s.wt.mu.Unlock()
+	if p != nil {
+		_ = p.Close()
+	}
+}
+
 // mergeKey is the task metadata the merge queue records its outcome in.
 const mergeKey = "merge"
+
+// Merge record statuses.
+const (
+	// MergeQueued: the task is completed and committed; its branch waits
+	// for the lead's side to merge it.
+	MergeQueued = "queued"
+	// MergeMerged: the branch is merged into the base.
+	MergeMerged = "merged"
+	// MergeConflict: the branch conflicts; the task went back to its owner.
+	MergeConflict = "conflict"
+	// MergeNoChanges: the task changed nothing.
+	MergeNoChanges = "no changes"
+	// MergeFailed: committing or merging failed for another reason.
+	MergeFailed = "failed"
+)
 
 // MergeRecord is what the merge queue did with one completed task.
 type MergeRecord struct {
@@ -145,14 +243,18 @@ type MergeRecord struct {
 	Subject string `json:"subject"`
 	Owner   string `json:"owner"`
 	Branch  string `json:"branch"`
-	// Status is "merged", "conflict", "no changes" or "failed".
+	// Status is MergeQueued, MergeMerged, MergeConflict, MergeNoChanges
+	// or MergeFailed.
 	Status string `json:"status"`
 	// How is "fast-forward", "merge commit" or "up to date".
 	How    string              `json:"how,omitempty"`
 	Commit string              `json:"commit,omitempty"`
 	Files  []worktree.Conflict `json:"conflicts,omitempty"`
 	Error  string              `json:"error,omitempty"`
-	At     time.Time           `json:"at"`
+	// At is when the task was completed (its place in the queue); Done
+	// when the queue was done with it.
+	At   time.Time `json:"at"`
+	Done time.Time `json:"done,omitzero"`
 }
 
 // MergeQueue returns the merge queue's records, oldest first: the tasks
@@ -219,14 +321,13 @@ func recordMerge(ctx context.Context, t store.Team, id string, r MergeRecord) {
 	})
 }
 
-// mergeOnComplete is the runtime's side of completing a task whose owner
-// works in a worktree: its changes are committed on its branch with the
-// task's subject as message (through the artifact guard), and the branch
-// is merged into the lead's checkout, in completion order (the queue's
-// lock). It returns a note for the caller, or refused: the task must not
-// be marked completed (a conflict goes back to its owner with the files
-// and hunks; it is never resolved here).
-func (b *binding) mergeOnComplete(ctx context.Context, t store.Team, id string) (note, refused string) {
+// queueOnComplete is the runtime's side of completing a task whose owner
+// works in a worktree, run by whoever completes it: its changes are
+// committed on its branch with the task's subject as message (through the
+// artifact guard) and the branch is put in the merge queue, which the
+// lead's side of the runtime runs (mergeQueue). It returns a note for the
+// caller, or refused: the task must not be marked completed.
+func (b *binding) queueOnComplete(ctx context.Context, t store.Team, id string) (note, refused string) {
 	task, err := t.Tasks().Get(ctx, id)
 	if err != nil || task.Status == store.TaskCompleted {
 		return "", ""
@@ -251,10 +352,7 @@ func (b *binding) mergeOnComplete(ctx context.Context, t store.Team, id string) 
 	if err != nil {
 		return "", fmt.Sprintf("task #%s not completed: %v", id, err)
 	}
-	subject := strings.TrimSpace(task.Subject)
-	if subject == "" {
-		subject = "task #" + id
-	}
+	subject := taskSubject(task)
 	if b.rules != nil && b.rules.Guard != nil {
 		if w := b.rules.Guard.Find(subject); len(w) > 0 {
 			return "", fmt.Sprintf("task #%s not completed: its subject, the commit message, contains %q, a word listed in artifactGuard.words; change the subject with TaskUpdate first", id, w[0])
@@ -267,49 +365,29 @@ func (b *binding) mergeOnComplete(ctx context.Context, t store.Team, id string) 
 	rec := MergeRecord{Owner: m.Name, Branch: branch, At: time.Now().UTC()}
 	commit, err := repo.Commit(ctx, m.Worktree, subject+"\n\nTroupe-Task: "+id)
 	if err != nil {
-		rec.Status, rec.Error = "failed", err.Error()
+		rec.Status, rec.Error = MergeFailed, err.Error()
 		recordMerge(ctx, t, id, rec)
 		return "", fmt.Sprintf("task #%s not completed: commit in %s: %v", id, m.Worktree, err)
 	}
 	if repo.IsMerged(ctx, branch) {
-		rec.Status = "no changes"
+		rec.Status = MergeNoChanges
 		recordMerge(ctx, t, id, rec)
 		return " No changes to merge.", ""
 	}
-	mode, _ := worktree.ParseMode(m.MergeMode)
-	merged, err := repo.Merge(ctx, branch, fmt.Sprintf("Merge %s: %s", branch, subject), mode)
-	base := repo.BaseBranch(ctx)
-	if base == "" {
-		base, _ = repo.Head(ctx)
-	}
-	switch {
-	case errors.Is(err, worktree.ErrConflict):
-		rec.Status, rec.Files = "conflict", merged.Conflicts
-		recordMerge(ctx, t, id, rec)
-		text := conflictText(id, subject, branch, base, merged.Conflicts)
-		if owner != b.self {
-			_, _ = b.sendAsIn(ctx, t, store.Message{Type: store.TypeMessage, From: b.self, To: owner, TaskID: id,
-				Summary: "merge conflict on task #" + id, Content: text})
-		}
-		if !b.lead {
-			_, _ = b.sendAsIn(ctx, t, store.Message{Type: store.TypeMessage, From: b.self, To: store.LeadName, TaskID: id,
-				Summary: "merge conflict on task #" + id,
-				Content: fmt.Sprintf("Task #%s (%s) did not merge: branch %s conflicts with %s in %s. It stays with %s, who resolves it and completes it again.",
-					id, subject, branch, base, conflictNames(merged.Conflicts), owner)})
-		}
-		return "", text
-	case err != nil:
-		rec.Status, rec.Error = "failed", err.Error()
-		recordMerge(ctx, t, id, rec)
-		return "", fmt.Sprintf("task #%s not completed: merging %s into %s failed: %v", id, branch, base, err)
-	}
-	rec.Status, rec.How, rec.Commit = "merged", merged.How, merged.Commit
+	rec.Status, rec.Commit = MergeQueued, commit
 	recordMerge(ctx, t, id, rec)
 	c := ""
 	if commit != "" {
 		c = fmt.Sprintf(" Committed %.12s on %s;", commit, branch)
 	}
-	return fmt.Sprintf("%s merged into %s (%s).", c, base, merged.How), ""
+	return fmt.Sprintf("%s queued for merging: the runtime merges it in completion order, and a conflict comes back to %s with the files and hunks.", c, m.Name), ""
+}
+
+func taskSubject(task store.Task) string {
+	if s := strings.TrimSpace(task.Subject); s != "" {
+		return s
+	}
+	return "task #" + task.ID
 }
 
 func conflictNames(cs []worktree.Conflict) string {
@@ -348,6 +426,11 @@ func clip(s string) string {
 // whose branch is merged and which has nothing uncommitted (or every one,
 // forced), then prunes git's records. It returns what it kept and why.
 func (s *Session) cleanWorktrees(ctx context.Context, t store.Team, r store.Roster, force bool) string {
+	s.closeSpares()
+	if repo, err := openRepo(ctx, s.cfg.Workspace.Dir()); err == nil {
+		// Spares a crashed process of the team left behind.
+		_ = repo.RemoveSpares(ctx, t.Name())
+	}
 	var removed, kept []string
 	for _, m := range r.Members {
 		if m.Worktree == "" {

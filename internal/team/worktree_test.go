@@ -175,7 +175,7 @@ rules:
       - tool_use: {name: write_file, input: {path: a.txt, content: "alice\n"}}
       - tool_use: {name: TaskUpdate, input: {taskId: "1", status: completed}}
   - agent: bob
-    contains: "merged into main"
+    contains: "queued for merging"
     reply: [{text: "resolved"}]
   - agent: bob
     contains: "is not completed: merging your branch"
