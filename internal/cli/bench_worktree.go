@@ -38,8 +38,8 @@ type worktreeReport struct {
 	ColdSpawnMSMax    float64 `json:"cold_spawn_ms_max"`
 	ColdSpawnCPUMSP50 float64 `json:"cold_spawn_cpu_ms_p50"`
 	SharedSpawnMS     float64 `json:"shared_spawn_ms"`
-	// RefillMS is the pool making one spare in the background after a
-	// take (`git worktree add`, the racy-git wait, the index refresh).
+	// RefillMS is the pool making one spare in the background (`git
+	// worktree add`, the racy-git wait, the index refresh).
 	RefillMSP50 float64 `json:"refill_ms_p50"`
 	// CommitMS is a completed task's commit on its branch (the
 	// teammate's side); MergeMS its merge into main (the lead's merge
@@ -100,7 +100,7 @@ func benchWorktrees(ctx context.Context, files, n int) (*worktreeReport, error) 
 	pool := worktree.NewPool(repo, "bench", 0)
 	defer pool.Close()
 	rep.PoolSize = pool.Size()
-	var spawns, spawnCPU, cold, coldCPU, refills []float64
+	var spawns, spawnCPU, cold, coldCPU []float64
 	var wts, coldWts []worktree.Worktree
 	place := func(name string, take bool) (worktree.Worktree, float64, float64, error) {
 		t0, c0 := time.Now(), childCPU()
@@ -132,13 +132,9 @@ func benchWorktrees(ctx context.Context, files, n int) (*worktreeReport, error) 
 		}
 		cold, coldCPU, coldWts = append(cold, d), append(coldCPU, c), append(coldWts, wt)
 		// A spawn meets a full pool when spawns are a model turn apart;
-		// the refill is timed on its own.
-		t0 := time.Now()
+		// making spares is timed by the pool.
 		if err := pool.Wait(ctx, pool.Size()); err != nil {
 			return nil, err
-		}
-		if i > 0 {
-			refills = append(refills, ms(time.Since(t0)))
 		}
 		if wt, d, c, err = place(fmt.Sprintf("p%d", i), true); err != nil {
 			return nil, err
@@ -176,8 +172,12 @@ func benchWorktrees(ctx context.Context, files, n int) (*worktreeReport, error) 
 	}
 	rep.SpawnMSP50, rep.SpawnMSMax, rep.SpawnCPUMSP50 = median(spawns), slices.Max(spawns), median(spawnCPU)
 	rep.ColdSpawnMSP50, rep.ColdSpawnMSMax, rep.ColdSpawnCPUMSP50 = median(cold), slices.Max(cold), median(coldCPU)
-	if len(refills) > 0 {
-		rep.RefillMSP50 = median(refills)
+	var made []float64
+	for _, d := range pool.Made() {
+		made = append(made, ms(d))
+	}
+	if len(made) > 0 {
+		rep.RefillMSP50 = median(made)
 	}
 	rep.CommitMSP50, rep.MergeMSP50 = median(commits), median(merges)
 	rep.ColdCommitMSP50, rep.ColdMergeMSP50 = median(coldCommits), median(coldMerges)

@@ -42,7 +42,8 @@ type Pool struct {
 	size int
 
 	mu      sync.Mutex
-	spares  []string // ready, oldest first
+	spares  []spare // ready, oldest first
+	made    []time.Duration
 	making  bool
 	closed  bool
 	lastErr error
@@ -53,6 +54,9 @@ type Pool struct {
 	done   chan struct{}
 	seq    int
 }
+
+// spare is a ready worktree and the commit it is detached at.
+type spare struct{ path, head string }
 
 // NewPool starts keeping size spare worktrees for team (DefaultPoolSize
 // when size < 1). Leftovers of an earlier pool of the team (a crash) are
@@ -110,10 +114,12 @@ func (p *Pool) loop(ctx context.Context) {
 		p.making = need
 		p.mu.Unlock()
 		if need {
-			path, err := p.make(ctx)
+			t0 := time.Now()
+			sp, err := p.make(ctx)
 			p.mu.Lock()
 			if err == nil {
-				p.spares = append(p.spares, path)
+				p.spares = append(p.spares, sp)
+				p.made = append(p.made, time.Since(t0))
 				p.lastErr = nil
 			} else if ctx.Err() == nil {
 				p.lastErr = err
@@ -161,18 +167,26 @@ func (r *Repo) RemoveSpares(ctx context.Context, team string) error {
 	return r.Prune(ctx)
 }
 
+// Made returns how long each spare made so far took to prepare (`git
+// worktree add`, the racy-git wait, the refresh), in order.
+func (p *Pool) Made() []time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Duration(nil), p.made...)
+}
+
 // make prepares one spare: a detached worktree at the base's HEAD whose
 // index is refreshed after the racy-git window.
-func (p *Pool) make(ctx context.Context) (string, error) {
+func (p *Pool) make(ctx context.Context) (spare, error) {
 	head, err := p.repo.Head(ctx)
 	if err != nil {
-		return "", err
+		return spare{}, err
 	}
 	if err := p.repo.exclude(ctx); err != nil {
-		return "", err
+		return spare{}, err
 	}
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
-		return "", err
+		return spare{}, err
 	}
 	p.seq++
 	path := filepath.Join(p.dir, fmt.Sprintf("%d-%d", os.Getpid(), p.seq))
@@ -180,7 +194,7 @@ func (p *Pool) make(ctx context.Context) (string, error) {
 	// prune meanwhile leaves it alone, and merges can go on.
 	if _, err := p.repo.run(ctx, p.repo.Top, "worktree", "add", "--quiet", "--detach", path, head); err != nil {
 		p.discard(path)
-		return "", err
+		return spare{}, err
 	}
 	written := time.Now()
 	// Git takes a file whose mtime is not older than the index's as
@@ -192,14 +206,14 @@ func (p *Pool) make(ctx context.Context) (string, error) {
 	select {
 	case <-ctx.Done():
 		p.discard(path)
-		return "", ctx.Err()
+		return spare{}, ctx.Err()
 	case <-time.After(wait):
 	}
 	if err := p.refresh(ctx, path); err != nil {
 		p.discard(path)
-		return "", err
+		return spare{}, err
 	}
-	return path, nil
+	return spare{path, head}, nil
 }
 
 // refresh lets git re-check the spare's files and write its index anew,
@@ -234,7 +248,7 @@ func (p *Pool) Take(ctx context.Context, member, head string) (Worktree, error) 
 		p.mu.Unlock()
 		return wt, ErrPoolEmpty
 	}
-	spare := p.spares[0]
+	sp := p.spares[0]
 	p.spares = p.spares[1:]
 	p.mu.Unlock()
 	// The next spare is started once this spawn's git commands are done,
@@ -243,39 +257,56 @@ func (p *Pool) Take(ctx context.Context, member, head string) (Worktree, error) 
 
 	unlock, err := p.repo.lock(ctx)
 	if err != nil {
-		p.giveBack(spare)
+		p.giveBack(sp)
 		return wt, err
 	}
 	defer unlock()
 	// Prune may not drop the spare between the rename and git's record of
 	// it: both run under the queue lock.
-	if _, err := p.repo.run(ctx, p.repo.Top, "worktree", "move", spare, wt.Path); err != nil {
-		p.giveBack(spare)
+	if _, err := p.repo.run(ctx, p.repo.Top, "worktree", "move", sp.path, wt.Path); err != nil {
+		p.giveBack(sp)
 		return wt, err
 	}
-	// -b fails when the branch outlived an earlier worktree of the member:
-	// then its commits are kept and it is checked out as it is.
-	if _, err := p.repo.run(ctx, wt.Path, "checkout", "--quiet", "-b", wt.Branch, head); err != nil {
-		if !strings.Contains(err.Error(), "already exists") {
-			_, _ = p.repo.run(ctx, p.repo.Top, "worktree", "remove", "--force", wt.Path)
-			return wt, err
+	fail := func(err error) (Worktree, error) {
+		_, _ = p.repo.run(ctx, p.repo.Top, "worktree", "remove", "--force", wt.Path)
+		return wt, err
+	}
+	if sp.head == head {
+		// HEAD has not moved since the spare was made: its files are
+		// right, so the branch is made and checked out as refs alone,
+		// without git comparing every file as checkout would. The empty
+		// old value refuses a branch that exists already.
+		_, err := p.repo.run(ctx, wt.Path, "update-ref", "-m", "troupe: branch for "+member, "refs/heads/"+wt.Branch, head, "")
+		if err == nil {
+			if _, err := p.repo.run(ctx, wt.Path, "symbolic-ref", "HEAD", "refs/heads/"+wt.Branch); err != nil {
+				return fail(err)
+			}
+			return wt, nil
 		}
-		if _, err := p.repo.run(ctx, wt.Path, "checkout", "--quiet", wt.Branch); err != nil {
-			_, _ = p.repo.run(ctx, p.repo.Top, "worktree", "remove", "--force", wt.Path)
-			return wt, err
-		}
+	} else if _, err := p.repo.run(ctx, wt.Path, "checkout", "--quiet", "-b", wt.Branch, head); err == nil {
+		// HEAD moved: git rewrites the files that differ.
+		return wt, nil
+	} else if !strings.Contains(err.Error(), "already exists") {
+		return fail(err)
+	}
+	// The branch outlived an earlier worktree of the member: it is
+	// checked out as it is, its commits kept.
+	if _, err := p.repo.run(ctx, wt.Path, "checkout", "--quiet", wt.Branch); err != nil {
+		return fail(err)
 	}
 	return wt, nil
 }
 
-func (p *Pool) giveBack(spare string) {
+func (p *Pool) giveBack(sp spare) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		go p.discard(spare)
-		return
+	closed := p.closed
+	if !closed {
+		p.spares = append(p.spares, sp)
 	}
-	p.spares = append(p.spares, spare)
+	p.mu.Unlock()
+	if closed {
+		p.discard(sp.path)
+	}
 }
 
 func (p *Pool) refill() {
@@ -302,8 +333,8 @@ func (p *Pool) Close() error {
 	spares := p.spares
 	p.spares = nil
 	p.mu.Unlock()
-	for _, s := range spares {
-		p.discard(s)
+	for _, sp := range spares {
+		p.discard(sp.path)
 	}
 	_ = os.Remove(p.dir)
 	_ = os.Remove(filepath.Dir(p.dir))

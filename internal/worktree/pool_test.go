@@ -195,6 +195,13 @@ func TestPoolSpareIndexNotRacy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// HEAD did not move: the branch is made as refs alone.
+	if got := git(t, wt.Path, "symbolic-ref", "--short", "HEAD"); got != "troupe/t/alice" {
+		t.Errorf("the worktree is on %q; want troupe/t/alice", got)
+	}
+	if st := git(t, wt.Path, "status", "--porcelain"); st != "" {
+		t.Errorf("the taken worktree is not clean: %q", st)
+	}
 	index := git(t, wt.Path, "rev-parse", "--path-format=absolute", "--git-path", "index")
 	fi, err := os.Stat(index)
 	if err != nil {
