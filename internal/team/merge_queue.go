@@ -138,10 +138,19 @@ func (s *Session) mergeTask(ctx context.Context, t store.Team, rec MergeRecord) 
 	if subject == "" {
 		subject = "task #" + id
 	}
+	base := ""
+	journal := func() {
+		ev := teamevent.Merge{Task: id, Owner: rec.Owner, Branch: rec.Branch, Into: base, Status: rec.Status, How: rec.How, Commit: rec.Commit, Error: rec.Error}
+		for _, f := range rec.Files {
+			ev.Files = append(ev.Files, f.File)
+		}
+		s.emit(ctx, t, ev)
+	}
 	fail := func(err error) string {
 		rec.Status, rec.Error, rec.Done = MergeFailed, err.Error(), time.Now().UTC()
 		recordMerge(ctx, t, id, rec)
-		_, _ = s.sendAs(ctx, t, store.Message{Type: store.TypeMessage, From: rec.Owner, To: store.LeadName, TaskID: id,
+		journal()
+		s.tellLead(ctx, t, store.Message{Type: store.TypeMessage, From: rec.Owner, To: store.LeadName, TaskID: id,
 			Summary: "merge of task #" + id + " failed",
 			Content: fmt.Sprintf("Task #%s (%s) is completed but its branch %s was not merged: %v. Fix the cause; the branch is kept (troupe merge shows the queue).", id, subject, rec.Branch, err)})
 		return fmt.Sprintf("#%s failed: %v", id, err)
@@ -164,25 +173,28 @@ func (s *Session) mergeTask(ctx context.Context, t store.Team, rec MergeRecord) 
 	}
 	mode, _ := worktree.ParseMode(m.MergeMode)
 	merged, err := repo.Merge(ctx, rec.Branch, fmt.Sprintf("Merge %s: %s", rec.Branch, subject), mode)
-	base := repo.BaseBranch(ctx)
+	base = repo.BaseBranch(ctx)
 	if base == "" {
 		base, _ = repo.Head(ctx)
 	}
 	switch {
 	case errors.Is(err, worktree.ErrConflict):
 		rec.Status, rec.Files, rec.Done = MergeConflict, merged.Conflicts, time.Now().UTC()
-		recordMerge(ctx, t, id, rec)
-		// Back to its owner: in progress again, so the team is not done
-		// until it is resolved and completed again.
-		if _, err := t.Tasks().Update(ctx, id, func(x *store.Task) error {
+		// The owner's message goes first: an idle owner that saw its task
+		// in progress again before it would be reminded of it, and redo it
+		// without knowing why.
+		_, _ = s.sendAs(ctx, t, store.Message{Type: store.TypeMessage, From: store.LeadName, To: m.Name, TaskID: id,
+			Summary: "merge conflict on task #" + id, Content: conflictText(id, subject, rec.Branch, base, merged.Conflicts)})
+		// Back to its owner, in the same update as the record: in progress
+		// again, so the team is not done until it is resolved and
+		// completed again.
+		if err := recordMerge(ctx, t, id, rec, func(x *store.Task) {
 			x.Status, x.Owner = store.TaskInProgress, m.Name
-			return nil
 		}); err == nil {
 			s.emit(ctx, t, teamevent.TaskUpdate{TaskChange: teamevent.TaskChange{Task: id, Status: store.TaskInProgress, Owner: m.Name}})
 		}
-		_, _ = s.sendAs(ctx, t, store.Message{Type: store.TypeMessage, From: store.LeadName, To: m.Name, TaskID: id,
-			Summary: "merge conflict on task #" + id, Content: conflictText(id, subject, rec.Branch, base, merged.Conflicts)})
-		_, _ = s.sendAs(ctx, t, store.Message{Type: store.TypeMessage, From: m.Name, To: store.LeadName, TaskID: id,
+		journal()
+		s.tellLead(ctx, t, store.Message{Type: store.TypeMessage, From: m.Name, To: store.LeadName, TaskID: id,
 			Summary: "merge conflict on task #" + id,
 			Content: fmt.Sprintf("Task #%s (%s) did not merge: branch %s conflicts with %s in %s. It is back in progress with %s, who resolves it and completes it again.",
 				id, subject, rec.Branch, base, conflictNames(merged.Conflicts), m.Name)})
@@ -192,7 +204,20 @@ func (s *Session) mergeTask(ctx context.Context, t store.Team, rec MergeRecord) 
 	}
 	rec.Status, rec.How, rec.Commit, rec.Done = MergeMerged, merged.How, merged.Commit, time.Now().UTC()
 	recordMerge(ctx, t, id, rec)
+	journal()
 	return fmt.Sprintf("#%s merged into %s (%s)", id, base, merged.How)
+}
+
+// tellLead sends the lead a message about from's task, journaled as
+// from's, as a teammate that completed it in the lead's process used to.
+func (s *Session) tellLead(ctx context.Context, t store.Team, msg store.Message) {
+	sent, err := t.Mailbox().Send(ctx, msg)
+	if err != nil {
+		return
+	}
+	e := s.emitter()
+	e.agent = msg.From
+	e.emit(ctx, t, teamevent.Sent(sent))
 }
 
 // finishMerges is TeamDelete's end of the merge queue: it stops the

@@ -306,8 +306,14 @@ func FormatMergeQueue(rs []MergeRecord) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
-func recordMerge(ctx context.Context, t store.Team, id string, r MergeRecord) {
-	_, _ = t.Tasks().Update(context.WithoutCancel(ctx), id, func(x *store.Task) error {
+// recordMerge writes r in task id's metadata, with the task's other
+// changes in the same update (also, when not nil), so that nobody reads
+// one without the other.
+func recordMerge(ctx context.Context, t store.Team, id string, r MergeRecord, also ...func(*store.Task)) error {
+	_, err := t.Tasks().Update(context.WithoutCancel(ctx), id, func(x *store.Task) error {
+		for _, f := range also {
+			f(x)
+		}
 		if x.Metadata == nil {
 			x.Metadata = map[string]any{}
 		}
@@ -319,6 +325,7 @@ func recordMerge(ctx context.Context, t store.Team, id string, r MergeRecord) {
 		x.Metadata[mergeKey] = m
 		return nil
 	})
+	return err
 }
 
 // queueOnComplete is the runtime's side of completing a task whose owner
@@ -329,7 +336,13 @@ func recordMerge(ctx context.Context, t store.Team, id string, r MergeRecord) {
 // caller, or refused: the task must not be marked completed.
 func (b *binding) queueOnComplete(ctx context.Context, t store.Team, id string) (note, refused string) {
 	task, err := t.Tasks().Get(ctx, id)
-	if err != nil || task.Status == store.TaskCompleted {
+	if err != nil {
+		return "", ""
+	}
+	if st := mergeStatus(task); task.Status == store.TaskCompleted && st != MergeConflict && st != MergeQueued {
+		// Completed again after its merge: nothing new to merge. One still
+		// queued, or whose conflict its owner fixes before the queue
+		// reopened it, has what is new committed and queued.
 		return "", ""
 	}
 	owner := task.Owner
@@ -381,6 +394,13 @@ func (b *binding) queueOnComplete(ctx context.Context, t store.Team, id string) 
 		c = fmt.Sprintf(" Committed %.12s on %s;", commit, branch)
 	}
 	return fmt.Sprintf("%s queued for merging: the runtime merges it in completion order, and a conflict comes back to %s with the files and hunks.", c, m.Name), ""
+}
+
+// mergeStatus is the status of task's merge record ("" without one).
+func mergeStatus(task store.Task) string {
+	m, _ := task.Metadata[mergeKey].(map[string]any)
+	s, _ := m["status"].(string)
+	return s
 }
 
 func taskSubject(task store.Task) string {
