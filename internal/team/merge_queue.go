@@ -2,6 +2,7 @@ package team
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -253,4 +254,145 @@ func (s *Session) finishMerges(ctx context.Context, t store.Team) string {
 		out += " Not complete, not merged: " + strings.Join(open, ", ") + "."
 	}
 	return out
+}
+
+// mergeKey is the task metadata the merge queue records its outcome in.
+const mergeKey = "merge"
+
+// Merge record statuses.
+const (
+	// MergeQueued: the task is completed and committed; its branch waits
+	// for the lead's side to merge it.
+	MergeQueued = "queued"
+	// MergeMerged: the branch is merged into the base.
+	MergeMerged = "merged"
+	// MergeConflict: the branch conflicts; the task went back to its owner.
+	MergeConflict = "conflict"
+	// MergeNoChanges: the task changed nothing.
+	MergeNoChanges = "no changes"
+	// MergeFailed: committing or merging failed for another reason.
+	MergeFailed = "failed"
+)
+
+// MergeRecord is what the merge queue did with one completed task.
+type MergeRecord struct {
+	Task    string `json:"task"`
+	Subject string `json:"subject"`
+	Owner   string `json:"owner"`
+	Branch  string `json:"branch"`
+	// Status is MergeQueued, MergeMerged, MergeConflict, MergeNoChanges
+	// or MergeFailed.
+	Status string `json:"status"`
+	// How is "fast-forward", "merge commit" or "up to date".
+	How    string              `json:"how,omitempty"`
+	Commit string              `json:"commit,omitempty"`
+	Files  []worktree.Conflict `json:"conflicts,omitempty"`
+	Error  string              `json:"error,omitempty"`
+	// At is when the task was completed (its place in the queue); Done
+	// when the queue was done with it.
+	At   time.Time `json:"at"`
+	Done time.Time `json:"done,omitzero"`
+}
+
+// MergeQueue returns the merge queue's records, oldest first: the tasks
+// whose branches were merged, conflicted or failed.
+func MergeQueue(b store.Board) []MergeRecord {
+	var out []MergeRecord
+	for _, t := range b.Tasks {
+		raw, ok := t.Metadata[mergeKey]
+		if !ok {
+			continue
+		}
+		bs, err := json.Marshal(raw)
+		if err != nil {
+			continue
+		}
+		var r MergeRecord
+		if json.Unmarshal(bs, &r) != nil {
+			continue
+		}
+		r.Task, r.Subject = t.ID, t.Subject
+		out = append(out, r)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out
+}
+
+// FormatMergeQueue is the queue as lines for a person or a model.
+func FormatMergeQueue(rs []MergeRecord) string {
+	if len(rs) == 0 {
+		return "The merge queue is empty: no task of a teammate in a worktree was completed yet."
+	}
+	var b strings.Builder
+	for _, r := range rs {
+		fmt.Fprintf(&b, "#%s %s [%s] %s (%s)", r.Task, r.Branch, r.Status, r.Subject, r.Owner)
+		if r.How != "" {
+			fmt.Fprintf(&b, " %s", r.How)
+		}
+		if r.Commit != "" {
+			fmt.Fprintf(&b, " %.12s", r.Commit)
+		}
+		for _, c := range r.Files {
+			fmt.Fprintf(&b, "\n    conflict: %s (%d hunks)", c.File, len(c.Hunks))
+		}
+		if r.Error != "" {
+			fmt.Fprintf(&b, "\n    error: %s", r.Error)
+		}
+		b.WriteByte('\n')
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// recordMerge writes r in task id's metadata, with the task's other
+// changes in the same update (also, when not nil), so that nobody reads
+// one without the other.
+func recordMerge(ctx context.Context, t store.Team, id string, r MergeRecord, also ...func(*store.Task)) error {
+	_, err := t.Tasks().Update(context.WithoutCancel(ctx), id, func(x *store.Task) error {
+		for _, f := range also {
+			f(x)
+		}
+		if x.Metadata == nil {
+			x.Metadata = map[string]any{}
+		}
+		bs, _ := json.Marshal(r)
+		var m map[string]any
+		_ = json.Unmarshal(bs, &m)
+		delete(m, "task")
+		delete(m, "subject")
+		x.Metadata[mergeKey] = m
+		return nil
+	})
+	return err
+}
+
+func conflictNames(cs []worktree.Conflict) string {
+	var fs []string
+	for _, c := range cs {
+		fs = append(fs, c.File)
+	}
+	return strings.Join(fs, ", ")
+}
+
+// maxHunkText bounds each side of a hunk shown in a conflict message.
+const maxHunkText = 600
+
+// conflictText tells the owner what conflicted and how to go on.
+func conflictText(id, subject, branch, base string, cs []worktree.Conflict) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Task #%s (%s) is not completed: merging your branch %s into %s conflicts in %s. Nothing was merged.\n",
+		id, subject, branch, base, conflictNames(cs))
+	for _, c := range cs {
+		for _, h := range c.Hunks {
+			fmt.Fprintf(&b, "\n%s, line %d:\n--- %s has:\n%s--- your branch has:\n%s", c.File, h.Line, base, clip(h.Ours), clip(h.Theirs))
+		}
+	}
+	fmt.Fprintf(&b, "\nIn your worktree, run `git merge %s`, resolve the conflicts (keep both changes where they both matter), then mark task #%s completed again: the runtime commits and merges it.", base, id)
+	return b.String()
+}
+
+func clip(s string) string {
+	if len(s) > maxHunkText {
+		s = s[:maxHunkText] + "…\n"
+	}
+	return s
 }
