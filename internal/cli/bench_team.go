@@ -111,9 +111,13 @@ used meanwhile and the memory each teammate adds; then the session closes
 			if members > 0 {
 				teammates, tasks, idleTeammates = 0, 0, members
 			}
-			rep, err := a.benchTeam(cmd.Context(), teammates, tasks, idleTeammates, idleFor, wakeSamples)
-			if err != nil {
-				return withCode(ExitError, err)
+			rep := &teamReport{GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+			if teammates+idleTeammates > 0 || iso != team.IsolationWorktree {
+				// --teammates 0 --idle-teammates 0 --isolation worktree
+				// runs phase 3 alone.
+				if rep, err = a.benchTeam(cmd.Context(), teammates, tasks, idleTeammates, idleFor, wakeSamples); err != nil {
+					return withCode(ExitError, err)
+				}
 			}
 			if iso == team.IsolationWorktree {
 				if rep.Worktree, err = benchWorktrees(cmd.Context(), repoFiles, worktrees); err != nil {
@@ -143,8 +147,10 @@ used meanwhile and the memory each teammate adds; then the session closes
 				}
 			}
 			if w := rep.Worktree; w != nil {
-				fmt.Fprintf(a.stdout, "worktrees on a %d-file repository: spawn %.1f ms p50 (max %.1f) vs shared checkout %.3f ms; commit+merge %.1f ms p50, %.1f merges/s\n",
-					w.RepoFiles, w.SpawnMSP50, w.SpawnMSMax, w.SharedSpawnMS, w.MergeMSP50, w.MergesPerSec)
+				fmt.Fprintf(a.stdout, "worktrees on a %d-file repository: spawn from the pool %.1f ms p50 (max %.1f, git CPU %.1f ms), without it %.1f ms p50 (max %.1f, git CPU %.1f ms), shared checkout %.3f ms; refill %.0f ms p50 (pool of %d)\n",
+					w.RepoFiles, w.SpawnMSP50, w.SpawnMSMax, w.SpawnCPUMSP50, w.ColdSpawnMSP50, w.ColdSpawnMSMax, w.ColdSpawnCPUMSP50, w.SharedSpawnMS, w.RefillMSP50, w.PoolSize)
+				fmt.Fprintf(a.stdout, "per task: commit %.1f ms + merge %.1f ms p50 from the pool, %.1f + %.1f ms without it; %.2f merges/s\n",
+					w.CommitMSP50, w.MergeMSP50, w.ColdCommitMSP50, w.ColdMergeMSP50, w.MergesPerSec)
 			}
 			fmt.Fprintf(a.stdout, "peak RSS %.0f MB\n", rep.PeakRSSMB)
 			return nil

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/team"
@@ -17,25 +18,51 @@ import (
 
 // worktreeReport is `troupe bench team --isolation worktree`'s phase 3:
 // what worktree isolation costs on a repository of RepoFiles files, beside
-// what the shared checkout costs.
+// what the shared checkout costs. Spawns and merges from a spare of the
+// pool and from `git worktree add` alone ("cold") alternate, so that both
+// meet the same machine.
 type worktreeReport struct {
 	RepoFiles int `json:"repo_files"`
 	Worktrees int `json:"worktrees"`
-	// SpawnMS is the placement of one teammate: the checks and `git
-	// worktree add` a spawn runs, and opening the worktree as its
-	// workspace; SharedSpawnMS is the shared checkout's placement.
-	SpawnMSP50    float64 `json:"spawn_ms_p50"`
-	SpawnMSMax    float64 `json:"spawn_ms_max"`
-	SharedSpawnMS float64 `json:"shared_spawn_ms"`
-	// MergeMS is one completed task through the merge queue: commit on
-	// the teammate's branch, then merge into main (the first fast-forward,
-	// the rest merge commits), one after the other as the queue runs them.
-	MergeMSP50   float64 `json:"merge_ms_p50"`
-	MergesPerSec float64 `json:"merges_per_s"`
+	PoolSize  int `json:"pool_size"`
+	// SpawnMS is the placement of one teammate as a spawn runs it: the
+	// checks, taking a spare from the pool (move it, branch it at HEAD)
+	// and opening it as the workspace; SpawnCPUMS is the CPU time git
+	// used for it (user and system, load-independent). ColdSpawnMS is the
+	// same without a pool (`git worktree add`); SharedSpawnMS is the
+	// shared checkout's placement.
+	SpawnMSP50        float64 `json:"spawn_ms_p50"`
+	SpawnMSMax        float64 `json:"spawn_ms_max"`
+	SpawnCPUMSP50     float64 `json:"spawn_cpu_ms_p50"`
+	ColdSpawnMSP50    float64 `json:"cold_spawn_ms_p50"`
+	ColdSpawnMSMax    float64 `json:"cold_spawn_ms_max"`
+	ColdSpawnCPUMSP50 float64 `json:"cold_spawn_cpu_ms_p50"`
+	SharedSpawnMS     float64 `json:"shared_spawn_ms"`
+	// RefillMS is the pool making one spare in the background (`git
+	// worktree add`, the racy-git wait, the index refresh).
+	RefillMSP50 float64 `json:"refill_ms_p50"`
+	// CommitMS is a completed task's commit on its branch (the
+	// teammate's side); MergeMS its merge into main (the lead's merge
+	// queue: the first a fast-forward, the rest merge commits). Cold: in
+	// worktrees made by `git worktree add`.
+	CommitMSP50     float64 `json:"commit_ms_p50"`
+	MergeMSP50      float64 `json:"merge_ms_p50"`
+	ColdCommitMSP50 float64 `json:"cold_commit_ms_p50"`
+	ColdMergeMSP50  float64 `json:"cold_merge_ms_p50"`
+	MergesPerSec    float64 `json:"merges_per_s"`
+}
+
+// childCPU is the CPU time of this process's finished children.
+func childCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // benchWorktrees measures worktree isolation on a fresh repository of
-// files files with n teammates.
+// files files with n teammates placed from the pool and n without it.
 func benchWorktrees(ctx context.Context, files, n int) (*worktreeReport, error) {
 	if files < 1 || n < 1 {
 		return nil, fmt.Errorf("--repo-files and --worktrees must be at least 1")
@@ -65,49 +92,95 @@ func benchWorktrees(ctx context.Context, files, n int) (*worktreeReport, error) 
 	if err != nil {
 		return nil, err
 	}
-	var spawns, merges []float64
-	var wts []worktree.Worktree
-	for i := range n {
-		t0 := time.Now()
-		if err := repo.Ready(ctx); err != nil {
-			return nil, err
-		}
-		wt, err := repo.Add(ctx, "bench", fmt.Sprintf("w%d", i))
+	// The user's checkout is not fresh: let git record its files' stamps
+	// once, as any status would, before the clock starts.
+	if err := repo.Ready(ctx); err != nil {
+		return nil, err
+	}
+	pool := worktree.NewPool(repo, "bench", 0)
+	defer pool.Close()
+	rep.PoolSize = pool.Size()
+	var spawns, spawnCPU, cold, coldCPU []float64
+	var wts, coldWts []worktree.Worktree
+	place := func(name string, take bool) (worktree.Worktree, float64, float64, error) {
+		t0, c0 := time.Now(), childCPU()
+		head, err := repo.ReadyHead(ctx)
 		if err != nil {
-			return nil, err
+			return worktree.Worktree{}, 0, 0, err
+		}
+		var wt worktree.Worktree
+		if take {
+			wt, err = pool.Take(ctx, name, head)
+		} else {
+			wt, err = repo.Add(ctx, "bench", name)
+		}
+		if err != nil {
+			return wt, 0, 0, err
 		}
 		ws, err := tool.OpenWorkspace(wt.Path)
 		if err != nil {
-			return nil, err
+			return wt, 0, 0, err
 		}
-		spawns = append(spawns, ms(time.Since(t0)))
+		d, c := ms(time.Since(t0)), ms(childCPU()-c0)
 		ws.Close()
-		wts = append(wts, wt)
+		return wt, d, c, nil
 	}
+	for i := range n {
+		wt, d, c, err := place(fmt.Sprintf("c%d", i), false)
+		if err != nil {
+			return nil, err
+		}
+		cold, coldCPU, coldWts = append(cold, d), append(coldCPU, c), append(coldWts, wt)
+		// A spawn meets a full pool when spawns are a model turn apart;
+		// making spares is timed by the pool.
+		if err := pool.Wait(ctx, pool.Size()); err != nil {
+			return nil, err
+		}
+		if wt, d, c, err = place(fmt.Sprintf("p%d", i), true); err != nil {
+			return nil, err
+		}
+		spawns, spawnCPU, wts = append(spawns, d), append(spawnCPU, c), append(wts, wt)
+	}
+	var commits, merges, coldCommits, coldMerges []float64
 	start := time.Now()
-	for i, wt := range wts {
-		if err := os.WriteFile(filepath.Join(wt.Path, fmt.Sprintf("task-%d.txt", i)), []byte("done\n"), 0o644); err != nil {
-			return nil, err
+	for i := range n {
+		for _, c := range []struct {
+			wt             worktree.Worktree
+			commit, merges *[]float64
+		}{{coldWts[i], &coldCommits, &coldMerges}, {wts[i], &commits, &merges}} {
+			if err := os.WriteFile(filepath.Join(c.wt.Path, fmt.Sprintf("task-%s.txt", filepath.Base(c.wt.Path))), []byte("done\n"), 0o644); err != nil {
+				return nil, err
+			}
+			t0 := time.Now()
+			if _, err := repo.Commit(ctx, c.wt.Path, "Task of "+c.wt.Branch); err != nil {
+				return nil, err
+			}
+			t1 := time.Now()
+			if _, err := repo.Merge(ctx, c.wt.Branch, "Merge "+c.wt.Branch, worktree.FastForward); err != nil {
+				return nil, err
+			}
+			*c.commit, *c.merges = append(*c.commit, ms(t1.Sub(t0))), append(*c.merges, ms(time.Since(t1)))
 		}
-		t0 := time.Now()
-		if _, err := repo.Commit(ctx, wt.Path, fmt.Sprintf("Task %d", i)); err != nil {
-			return nil, err
-		}
-		if _, err := repo.Merge(ctx, wt.Branch, "Merge "+wt.Branch, worktree.FastForward); err != nil {
-			return nil, err
-		}
-		merges = append(merges, ms(time.Since(t0)))
 	}
 	if d := time.Since(start); d > 0 {
-		rep.MergesPerSec = float64(len(wts)) / d.Seconds()
+		rep.MergesPerSec = float64(2*n) / d.Seconds()
 	}
-	for _, wt := range wts {
+	for _, wt := range append(wts, coldWts...) {
 		if err := repo.Remove(ctx, wt, false); err != nil {
 			return nil, err
 		}
 	}
-	rep.SpawnMSP50, rep.SpawnMSMax = median(spawns), slices.Max(spawns)
-	rep.MergeMSP50 = median(merges)
+	rep.SpawnMSP50, rep.SpawnMSMax, rep.SpawnCPUMSP50 = median(spawns), slices.Max(spawns), median(spawnCPU)
+	rep.ColdSpawnMSP50, rep.ColdSpawnMSMax, rep.ColdSpawnCPUMSP50 = median(cold), slices.Max(cold), median(coldCPU)
+	var made []float64
+	for _, d := range pool.Made() {
+		made = append(made, ms(d))
+	}
+	if len(made) > 0 {
+		rep.RefillMSP50 = median(made)
+	}
+	rep.CommitMSP50, rep.MergeMSP50 = median(commits), median(merges)
+	rep.ColdCommitMSP50, rep.ColdMergeMSP50 = median(coldCommits), median(coldMerges)
 	return rep, nil
 }
 

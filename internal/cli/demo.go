@@ -347,9 +347,6 @@ func (t *timeline) agentEvent(ev agent.Event) {
 		_ = json.Unmarshal(ev.Call.Input, &in)
 		t.tool(ev.Agent, teamevent.Tool{Tool: ev.Call.Name, Path: in.Path, Command: in.Command})
 	case agent.EventToolResult:
-		if _, merged, ok := strings.Cut(ev.Result.Content, " merged into "); ok && ev.Call.Name == "TaskUpdate" && !ev.Result.IsError {
-			t.line(ev.Agent, "merge queue: merged into %s", oneLine(merged, 80))
-		}
 		if ev.Result.IsError && !t.mate(ev.Agent) {
 			t.tool(ev.Agent, teamevent.Tool{Tool: ev.Call.Name, Error: ev.Result.Content})
 		}
@@ -395,6 +392,15 @@ func (t *timeline) teamEvent(e store.Event) {
 		}
 	case teamevent.Tool:
 		t.tool(who, ev)
+	case teamevent.Merge:
+		switch ev.Status {
+		case "merged":
+			t.line(ev.Owner, "merge queue: #%s merged into %s (%s)", ev.Task, ev.Into, ev.How)
+		case "conflict":
+			t.line(ev.Owner, "merge queue: #%s conflicts with %s in %s; back to %s", ev.Task, ev.Into, strings.Join(ev.Files, ", "), ev.Owner)
+		default:
+			t.line(ev.Owner, "merge queue: #%s %s %s", ev.Task, ev.Status, oneLine(ev.Error, 80))
+		}
 	case teamevent.Spawn:
 		t.mu.Lock()
 		if t.mates == nil {

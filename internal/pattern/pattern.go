@@ -51,11 +51,23 @@ type Pattern struct {
 	// Roles are assigned to teammates in order, starting again from the
 	// first when there are more teammates than roles.
 	Roles []Role `yaml:"roles" json:"roles"`
+	// Isolation is where the pattern's teammates work: "worktree" (each
+	// in its own git worktree and branch) or "shared" (the lead's
+	// checkout); empty leaves it to the team's default. A spawn's own
+	// isolation wins over it.
+	Isolation string `yaml:"isolation,omitempty" json:"isolation,omitempty"`
 	// Aliases are other names the pattern answers to.
 	Aliases []string `yaml:"aliases,omitempty" json:"aliases,omitempty"`
 	// Source is "builtin" or the file the pattern came from.
 	Source string `yaml:"-" json:"source"`
 }
+
+// A pattern's isolation values (the team package's, spelled again: this
+// package must not depend on it).
+const (
+	IsolationShared   = "shared"
+	IsolationWorktree = "worktree"
+)
 
 // ManageOnly reports whether the lead only manages under this pattern.
 func (p Pattern) ManageOnly() bool { return !p.LeadWorks }
@@ -194,6 +206,11 @@ func Parse(data []byte, name string) (Pattern, error) {
 		return Pattern{}, fmt.Errorf("size %d: want zero or more teammates", p.Size)
 	case p.MinSize < 0 || p.MaxSize < 0 || (p.MaxSize > 0 && p.MaxSize < p.MinSize):
 		return Pattern{}, fmt.Errorf("min_size %d, max_size %d: want 0 <= min_size <= max_size", p.MinSize, p.MaxSize)
+	}
+	switch p.Isolation = strings.ToLower(strings.TrimSpace(p.Isolation)); p.Isolation {
+	case "", IsolationShared, IsolationWorktree:
+	default:
+		return Pattern{}, fmt.Errorf("isolation %q: want %s or %s", p.Isolation, IsolationShared, IsolationWorktree)
 	}
 	for i, r := range p.Roles {
 		if strings.TrimSpace(r.Name) == "" {

@@ -175,3 +175,25 @@ func TestConfigAndDefaultChoice(t *testing.T) {
 		}
 	}
 }
+
+func TestParseIsolation(t *testing.T) {
+	for _, tc := range []struct {
+		in, want, err string
+	}{
+		{"size: 1\n", "", ""},
+		{"size: 1\nisolation: Worktree\n", "worktree", ""},
+		{"size: 1\nisolation: shared\n", "shared", ""},
+		{"size: 1\nisolation: container\n", "", `isolation "container": want shared or worktree`},
+	} {
+		p, err := Parse([]byte(tc.in), "x")
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("Parse(%q) error = %v; want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || p.Isolation != tc.want {
+			t.Errorf("Parse(%q) = isolation %q, %v; want %q", tc.in, p.Isolation, err, tc.want)
+		}
+	}
+}

@@ -157,6 +157,11 @@ func (s *Session) assess(ctx context.Context, t store.Team) (assessment, error) 
 		// be read is never done.
 		a.problems = append(a.problems, corruptWhy(board.Corrupt))
 	}
+	if q := queued(board); len(q) > 0 {
+		// The lead's side merges it: the team is not done before.
+		s.startMergeQueue(t)
+		return busy("task #" + q[0].Task + " waits in the merge queue")
+	}
 	open := 0
 	a.mark = len(r.Members)
 	for _, task := range tasks {

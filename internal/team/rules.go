@@ -241,6 +241,16 @@ func (r *Rules) roleModel(p, role string) string {
 	return ro.Model
 }
 
+// patternIsolation is where pattern p's teammates work ("" when it does
+// not say).
+func (r *Rules) patternIsolation(p string) string {
+	if r == nil || r.Patterns == nil || p == "" {
+		return ""
+	}
+	pat, _ := r.Patterns.Lookup(p)
+	return pat.Isolation
+}
+
 // patternRole is role as pattern p defines it, if it does.
 func (r *Rules) patternRole(p, role string) (pattern.Role, bool) {
 	if r == nil || r.Patterns == nil || p == "" {

@@ -64,6 +64,7 @@ type Session struct {
 	usage *leadUsage
 	who   hook.Who  // the lead, for hooks
 	hk    leadHooks // what the lead's hooks need that changes
+	wt    worktreeRuntime
 
 	mu  sync.Mutex
 	cur current
@@ -260,6 +261,8 @@ func (s *Session) Close() error {
 	s.sessionEnd("other")
 	s.sup.stopAll()
 	s.jobs.StopAll()
+	s.stopMergeQueue()
+	s.closeSpares()
 	s.mu.Lock()
 	dir, name := s.cur.archived, s.cur.archivedTeam
 	s.mu.Unlock()

@@ -130,7 +130,7 @@ func (t taskUpdateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	}
 	merged := ""
 	if args.Status == store.TaskCompleted {
-		note, refused := t.b.mergeOnComplete(ctx, team, id)
+		note, refused := t.b.queueOnComplete(ctx, team, id)
 		if refused != "" {
 			return tool.Errorf("TaskUpdate: %s", refused)
 		}

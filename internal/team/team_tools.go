@@ -99,6 +99,7 @@ func (t teamCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	s.in.flushPre(team)
 	s.sup.follow(team)
 	s.sup.startHeartbeat(team)
+	s.warmSpares(ctx, team)
 	s.usage.flush(ctx, team)
 	s.hookTeam(team.Name(), "")
 	lead, _ := ros.PersonaOf(store.LeadName)
@@ -214,9 +215,9 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 	s.cfg.Pacer.Block(ctx, store.LeadName, func(context.Context) { wait() })
 	s.sup.stopFollowing()
 	s.emit(ctx, t, teamevent.TeamDelete{Members: live, Forced: forced})
-	trees := ""
+	trees := s.finishMerges(ctx, t)
 	if final, err := t.ReadRoster(ctx); err == nil {
-		trees = s.cleanWorktrees(ctx, t, final, force)
+		trees += s.cleanWorktrees(ctx, t, final, force)
 	}
 	kept := ""
 	a, err := s.cfg.Store.ArchiveTeam(ctx, t.Name())

@@ -3,10 +3,8 @@ package team
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +31,10 @@ type Worktrees struct {
 	// "ff" (fast-forward when possible, the default) or "merge" (always a
 	// merge commit).
 	MergeMode string
+	// Pool is how many spare worktrees are kept ready in the background
+	// for spawns (0: worktree.DefaultPoolSize; negative: none, every spawn
+	// runs `git worktree add`).
+	Pool int
 }
 
 // ParseIsolation checks an isolation setting ("" is shared).
@@ -64,14 +66,11 @@ func openRepo(ctx context.Context, dir string) (*worktree.Repo, error) {
 	return got.(*worktree.Repo), nil
 }
 
-// isolate places a spawned teammate in its own worktree when the spawn or
-// the team asks for it. A workspace that cannot be branched is an error,
-// never a silent shared checkout.
+// isolate places a spawned teammate in its own worktree when the spawn,
+// the team's pattern or the team asks for it, in that order. A workspace
+// that cannot be branched is an error, never a silent shared checkout.
 func (s *Session) isolate(ctx context.Context, t store.Team, name, asked string, env *Env) (worktree.Worktree, string, error) {
-	if asked == "" {
-		asked = s.cfg.Isolation
-	}
-	iso, err := ParseIsolation(asked)
+	iso, err := s.isolation(asked)
 	if err != nil {
 		return worktree.Worktree{}, "", err
 	}
@@ -82,11 +81,25 @@ func (s *Session) isolate(ctx context.Context, t store.Team, name, asked string,
 	if err != nil {
 		return worktree.Worktree{}, "", err
 	}
-	wt, err := placeInWorktree(ctx, s.cfg.Workspace, t.Name(), name, env, true)
+	wt, err := placeInWorktree(ctx, s.cfg.Workspace, t.Name(), name, env, true, s.spares)
 	if err != nil {
 		return wt, "", fmt.Errorf("isolation worktree: %w", err)
 	}
+	s.startMergeQueue(t)
 	return wt, string(mode), nil
+}
+
+// isolation resolves where a spawn works: its own isolation field, else
+// the team pattern's, else the team's default (--isolation,
+// team.isolation).
+func (s *Session) isolation(asked string) (string, error) {
+	if strings.TrimSpace(asked) == "" {
+		asked = s.cfg.Rules.patternIsolation(s.pattern())
+	}
+	if strings.TrimSpace(asked) == "" {
+		asked = s.cfg.Isolation
+	}
+	return ParseIsolation(asked)
 }
 
 // reisolate puts a member the roster says has a worktree back in it (a
@@ -95,28 +108,44 @@ func (s *Session) reisolate(ctx context.Context, t store.Team, m store.Member, e
 	if m.Worktree == "" {
 		return nil
 	}
-	if _, err := placeInWorktree(ctx, s.cfg.Workspace, t.Name(), m.Name, env, false); err != nil {
+	if _, err := placeInWorktree(ctx, s.cfg.Workspace, t.Name(), m.Name, env, false, nil); err != nil {
 		return fmt.Errorf("worktree of %s: %w", m.Name, err)
 	}
+	s.startMergeQueue(t)
 	return nil
 }
 
 // placeInWorktree makes (or finds) the member's worktree and points env's
 // workspace at the same folder inside it as the lead's workspace is inside
-// the base checkout.
-func placeInWorktree(ctx context.Context, base *tool.Workspace, teamName, name string, env *Env, fresh bool) (worktree.Worktree, error) {
+// the base checkout. A fresh one is taken from the team's pool of spares
+// when spares gives one with a spare ready, else made with `git worktree
+// add`.
+func placeInWorktree(ctx context.Context, base *tool.Workspace, teamName, name string, env *Env, fresh bool,
+	spares func(*worktree.Repo, string) *worktree.Pool) (worktree.Worktree, error) {
 	repo, err := openRepo(ctx, base.Dir())
 	if err != nil {
 		return worktree.Worktree{}, err
 	}
+	var wt worktree.Worktree
+	taken := false
 	if fresh {
-		if err := repo.Ready(ctx); err != nil {
+		head, err := repo.ReadyHead(ctx)
+		if err != nil {
 			return worktree.Worktree{}, err
 		}
+		if spares != nil {
+			if p := spares(repo, teamName); p != nil {
+				// A spare that cannot be used (a move refused) costs
+				// nothing but the slow path.
+				wt, err = p.Take(ctx, name, head)
+				taken = err == nil
+			}
+		}
 	}
-	wt, err := repo.Add(ctx, teamName, name)
-	if err != nil {
-		return wt, err
+	if !taken {
+		if wt, err = repo.Add(ctx, teamName, name); err != nil {
+			return wt, err
+		}
 	}
 	sub, err := filepath.Rel(repo.Top, base.Dir())
 	if err != nil || strings.HasPrefix(sub, "..") {
@@ -136,99 +165,78 @@ func placeInWorktree(ctx context.Context, base *tool.Workspace, teamName, name s
 	return wt, nil
 }
 
-// mergeKey is the task metadata the merge queue records its outcome in.
-const mergeKey = "merge"
-
-// MergeRecord is what the merge queue did with one completed task.
-type MergeRecord struct {
-	Task    string `json:"task"`
-	Subject string `json:"subject"`
-	Owner   string `json:"owner"`
-	Branch  string `json:"branch"`
-	// Status is "merged", "conflict", "no changes" or "failed".
-	Status string `json:"status"`
-	// How is "fast-forward", "merge commit" or "up to date".
-	How    string              `json:"how,omitempty"`
-	Commit string              `json:"commit,omitempty"`
-	Files  []worktree.Conflict `json:"conflicts,omitempty"`
-	Error  string              `json:"error,omitempty"`
-	At     time.Time           `json:"at"`
+// worktreeRuntime is the lead's side of worktree isolation in a session:
+// the team's pool of spare worktrees and its merge queue.
+type worktreeRuntime struct {
+	mu       sync.Mutex
+	pool     *worktree.Pool
+	poolTeam string
+	queue    *mergeQueue
 }
 
-// MergeQueue returns the merge queue's records, oldest first: the tasks
-// whose branches were merged, conflicted or failed.
-func MergeQueue(b store.Board) []MergeRecord {
-	var out []MergeRecord
-	for _, t := range b.Tasks {
-		raw, ok := t.Metadata[mergeKey]
-		if !ok {
-			continue
-		}
-		bs, err := json.Marshal(raw)
-		if err != nil {
-			continue
-		}
-		var r MergeRecord
-		if json.Unmarshal(bs, &r) != nil {
-			continue
-		}
-		r.Task, r.Subject = t.ID, t.Subject
-		out = append(out, r)
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
-	return out
-}
-
-// FormatMergeQueue is the queue as lines for a person or a model.
-func FormatMergeQueue(rs []MergeRecord) string {
-	if len(rs) == 0 {
-		return "The merge queue is empty: no task of a teammate in a worktree was completed yet."
-	}
-	var b strings.Builder
-	for _, r := range rs {
-		fmt.Fprintf(&b, "#%s %s [%s] %s (%s)", r.Task, r.Branch, r.Status, r.Subject, r.Owner)
-		if r.How != "" {
-			fmt.Fprintf(&b, " %s", r.How)
-		}
-		if r.Commit != "" {
-			fmt.Fprintf(&b, " %.12s", r.Commit)
-		}
-		for _, c := range r.Files {
-			fmt.Fprintf(&b, "\n    conflict: %s (%d hunks)", c.File, len(c.Hunks))
-		}
-		if r.Error != "" {
-			fmt.Fprintf(&b, "\n    error: %s", r.Error)
-		}
-		b.WriteByte('\n')
-	}
-	return strings.TrimRight(b.String(), "\n")
-}
-
-func recordMerge(ctx context.Context, t store.Team, id string, r MergeRecord) {
-	_, _ = t.Tasks().Update(context.WithoutCancel(ctx), id, func(x *store.Task) error {
-		if x.Metadata == nil {
-			x.Metadata = map[string]any{}
-		}
-		bs, _ := json.Marshal(r)
-		var m map[string]any
-		_ = json.Unmarshal(bs, &m)
-		delete(m, "task")
-		delete(m, "subject")
-		x.Metadata[mergeKey] = m
+// spares returns the pool of spare worktrees of team in repo, started on
+// first use (nil when the pool is turned off).
+func (s *Session) spares(repo *worktree.Repo, team string) *worktree.Pool {
+	if s.cfg.Worktrees.Pool < 0 {
 		return nil
-	})
+	}
+	s.wt.mu.Lock()
+	if s.wt.pool != nil && s.wt.poolTeam == team {
+		p := s.wt.pool
+		s.wt.mu.Unlock()
+		return p
+	}
+	old := s.wt.pool
+	p := worktree.NewPool(repo, team, s.cfg.Worktrees.Pool)
+	s.wt.pool, s.wt.poolTeam = p, team
+	s.wt.mu.Unlock()
+	if old != nil {
+		// Another team's spares: the session leads one team at a time.
+		_ = old.Close()
+	}
+	return p
 }
 
-// mergeOnComplete is the runtime's side of completing a task whose owner
-// works in a worktree: its changes are committed on its branch with the
-// task's subject as message (through the artifact guard), and the branch
-// is merged into the lead's checkout, in completion order (the queue's
-// lock). It returns a note for the caller, or refused: the task must not
-// be marked completed (a conflict goes back to its owner with the files
-// and hunks; it is never resolved here).
-func (b *binding) mergeOnComplete(ctx context.Context, t store.Team, id string) (note, refused string) {
+// warmSpares starts the pool of a team whose teammates work in worktrees
+// by default, so that the first spawns find spares ready. A workspace
+// that is no repository starts none: the spawn says why.
+func (s *Session) warmSpares(ctx context.Context, t store.Team) {
+	if iso, err := s.isolation(""); err != nil || iso != IsolationWorktree || s.cfg.Worktrees.Pool < 0 {
+		return
+	}
+	repo, err := openRepo(ctx, s.cfg.Workspace.Dir())
+	if err != nil {
+		return
+	}
+	s.spares(repo, t.Name())
+}
+
+// closeSpares stops the pool and removes its spares.
+func (s *Session) closeSpares() {
+	s.wt.mu.Lock()
+	p := s.wt.pool
+	s.wt.pool, s.wt.poolTeam = nil, ""
+	s.wt.mu.Unlock()
+	if p != nil {
+		_ = p.Close()
+	}
+}
+
+// queueOnComplete is the runtime's side of completing a task whose owner
+// works in a worktree, run by whoever completes it: its changes are
+// committed on its branch with the task's subject as message (through the
+// artifact guard) and the branch is put in the merge queue, which the
+// lead's side of the runtime runs (mergeQueue). It returns a note for the
+// caller, or refused: the task must not be marked completed.
+func (b *binding) queueOnComplete(ctx context.Context, t store.Team, id string) (note, refused string) {
 	task, err := t.Tasks().Get(ctx, id)
-	if err != nil || task.Status == store.TaskCompleted {
+	if err != nil {
+		return "", ""
+	}
+	if st := mergeStatus(task); task.Status == store.TaskCompleted && st != MergeConflict && st != MergeQueued {
+		// Completed again after its merge: nothing new to merge. One still
+		// queued, or whose conflict its owner fixes before the queue
+		// reopened it, has what is new committed and queued.
 		return "", ""
 	}
 	owner := task.Owner
@@ -251,10 +259,7 @@ func (b *binding) mergeOnComplete(ctx context.Context, t store.Team, id string) 
 	if err != nil {
 		return "", fmt.Sprintf("task #%s not completed: %v", id, err)
 	}
-	subject := strings.TrimSpace(task.Subject)
-	if subject == "" {
-		subject = "task #" + id
-	}
+	subject := taskSubject(task)
 	if b.rules != nil && b.rules.Guard != nil {
 		if w := b.rules.Guard.Find(subject); len(w) > 0 {
 			return "", fmt.Sprintf("task #%s not completed: its subject, the commit message, contains %q, a word listed in artifactGuard.words; change the subject with TaskUpdate first", id, w[0])
@@ -267,87 +272,47 @@ func (b *binding) mergeOnComplete(ctx context.Context, t store.Team, id string) 
 	rec := MergeRecord{Owner: m.Name, Branch: branch, At: time.Now().UTC()}
 	commit, err := repo.Commit(ctx, m.Worktree, subject+"\n\nTroupe-Task: "+id)
 	if err != nil {
-		rec.Status, rec.Error = "failed", err.Error()
+		rec.Status, rec.Error = MergeFailed, err.Error()
 		recordMerge(ctx, t, id, rec)
 		return "", fmt.Sprintf("task #%s not completed: commit in %s: %v", id, m.Worktree, err)
 	}
 	if repo.IsMerged(ctx, branch) {
-		rec.Status = "no changes"
+		rec.Status = MergeNoChanges
 		recordMerge(ctx, t, id, rec)
 		return " No changes to merge.", ""
 	}
-	mode, _ := worktree.ParseMode(m.MergeMode)
-	merged, err := repo.Merge(ctx, branch, fmt.Sprintf("Merge %s: %s", branch, subject), mode)
-	base := repo.BaseBranch(ctx)
-	if base == "" {
-		base, _ = repo.Head(ctx)
-	}
-	switch {
-	case errors.Is(err, worktree.ErrConflict):
-		rec.Status, rec.Files = "conflict", merged.Conflicts
-		recordMerge(ctx, t, id, rec)
-		text := conflictText(id, subject, branch, base, merged.Conflicts)
-		if owner != b.self {
-			_, _ = b.sendAsIn(ctx, t, store.Message{Type: store.TypeMessage, From: b.self, To: owner, TaskID: id,
-				Summary: "merge conflict on task #" + id, Content: text})
-		}
-		if !b.lead {
-			_, _ = b.sendAsIn(ctx, t, store.Message{Type: store.TypeMessage, From: b.self, To: store.LeadName, TaskID: id,
-				Summary: "merge conflict on task #" + id,
-				Content: fmt.Sprintf("Task #%s (%s) did not merge: branch %s conflicts with %s in %s. It stays with %s, who resolves it and completes it again.",
-					id, subject, branch, base, conflictNames(merged.Conflicts), owner)})
-		}
-		return "", text
-	case err != nil:
-		rec.Status, rec.Error = "failed", err.Error()
-		recordMerge(ctx, t, id, rec)
-		return "", fmt.Sprintf("task #%s not completed: merging %s into %s failed: %v", id, branch, base, err)
-	}
-	rec.Status, rec.How, rec.Commit = "merged", merged.How, merged.Commit
+	rec.Status, rec.Commit = MergeQueued, commit
 	recordMerge(ctx, t, id, rec)
 	c := ""
 	if commit != "" {
 		c = fmt.Sprintf(" Committed %.12s on %s;", commit, branch)
 	}
-	return fmt.Sprintf("%s merged into %s (%s).", c, base, merged.How), ""
+	return fmt.Sprintf("%s queued for merging: the runtime merges it in completion order, and a conflict comes back to %s with the files and hunks.", c, m.Name), ""
 }
 
-func conflictNames(cs []worktree.Conflict) string {
-	var fs []string
-	for _, c := range cs {
-		fs = append(fs, c.File)
-	}
-	return strings.Join(fs, ", ")
-}
-
-// maxHunkText bounds each side of a hunk shown in a conflict message.
-const maxHunkText = 600
-
-// conflictText tells the owner what conflicted and how to go on.
-func conflictText(id, subject, branch, base string, cs []worktree.Conflict) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Task #%s (%s) is not completed: merging your branch %s into %s conflicts in %s. Nothing was merged.\n",
-		id, subject, branch, base, conflictNames(cs))
-	for _, c := range cs {
-		for _, h := range c.Hunks {
-			fmt.Fprintf(&b, "\n%s, line %d:\n--- %s has:\n%s--- your branch has:\n%s", c.File, h.Line, base, clip(h.Ours), clip(h.Theirs))
-		}
-	}
-	fmt.Fprintf(&b, "\nIn your worktree, run `git merge %s`, resolve the conflicts (keep both changes where they both matter), then mark task #%s completed again: the runtime commits and merges it.", base, id)
-	return b.String()
-}
-
-func clip(s string) string {
-	if len(s) > maxHunkText {
-		s = s[:maxHunkText] + "…\n"
-	}
+// mergeStatus is the status of task's merge record ("" without one).
+func mergeStatus(task store.Task) string {
+	m, _ := task.Metadata[mergeKey].(map[string]any)
+	s, _ := m["status"].(string)
 	return s
+}
+
+func taskSubject(task store.Task) string {
+	if s := strings.TrimSpace(task.Subject); s != "" {
+		return s
+	}
+	return "task #" + task.ID
 }
 
 // cleanWorktrees removes the worktrees of a team being deleted: each one
 // whose branch is merged and which has nothing uncommitted (or every one,
 // forced), then prunes git's records. It returns what it kept and why.
 func (s *Session) cleanWorktrees(ctx context.Context, t store.Team, r store.Roster, force bool) string {
+	s.closeSpares()
+	if repo, err := openRepo(ctx, s.cfg.Workspace.Dir()); err == nil {
+		// Spares a crashed process of the team left behind.
+		_ = repo.RemoveSpares(ctx, t.Name())
+	}
 	var removed, kept []string
 	for _, m := range r.Members {
 		if m.Worktree == "" {

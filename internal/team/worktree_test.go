@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/troupe-dev/troupe/internal/pattern"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
 )
@@ -175,7 +176,7 @@ rules:
       - tool_use: {name: write_file, input: {path: a.txt, content: "alice\n"}}
       - tool_use: {name: TaskUpdate, input: {taskId: "1", status: completed}}
   - agent: bob
-    contains: "merged into main"
+    contains: "queued for merging"
     reply: [{text: "resolved"}]
   - agent: bob
     contains: "is not completed: merging your branch"
@@ -322,5 +323,52 @@ rules:
 				t.Error("alice joined the roster despite the error")
 			}
 		})
+	}
+}
+
+// TestPatternIsolation: a pattern's isolation places its teammates in
+// worktrees although the team's default is the shared checkout, and a
+// spawn's own isolation wins over the pattern's.
+func TestPatternIsolation(t *testing.T) {
+	f := start(t, `
+rules:
+  - agent: team-lead
+    contains: "Build it"
+    reply:
+      - tool_use: {name: TeamCreate, input: {team_name: wt, pattern: isolated}}
+      - tool_use: {name: Task, input: {team_name: wt, name: alice, description: a, prompt: "Hi."}}
+      - tool_use: {name: Task, input: {team_name: wt, name: bob, description: b, prompt: "Hi.", isolation: shared}}
+  - agent: team-lead
+    times: 0
+    reply: [{text: "ok"}]
+  - agent: alice
+    times: 0
+    reply: [{text: "Hi."}]
+  - agent: bob
+    times: 0
+    reply: [{text: "Hi."}]
+`, func(c *team.Config) {
+		dir := filepath.Join(c.Workspace.Dir(), ".troupe", "patterns")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "isolated.yaml"), []byte("lead_works: true\nsize: 2\nisolation: worktree\nroles: [{name: dev}]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.Rules = &team.Rules{Patterns: pattern.Load(dir)}
+	}, withIsolation(team.IsolationShared))
+	gitInit(t, f.ws, map[string]string{"a.txt": "one\n"})
+	f.run("Build it.")
+	r := f.roster()
+	var got []string
+	for _, name := range []string{"alice", "bob"} {
+		m, ok := r.Member(name)
+		if !ok {
+			t.Fatalf("%s not on the roster", name)
+		}
+		got = append(got, name+" "+m.Branch)
+	}
+	if d := cmp.Diff([]string{"alice troupe/wt/alice", "bob "}, got); d != "" {
+		t.Errorf("branches (-want +got):\n%s", d)
 	}
 }

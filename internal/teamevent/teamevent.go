@@ -314,6 +314,21 @@ type Tool struct {
 	Error   string `json:"error,omitempty"`
 }
 
+// Merge: the lead's merge queue merged a completed task's branch into
+// the base (Status "merged", How "fast-forward" or "merge commit"), found
+// it conflicting (Files; the task went back to Owner), or failed (Error).
+type Merge struct {
+	Task   string   `json:"task"`
+	Owner  string   `json:"owner"`
+	Branch string   `json:"branch"`
+	Into   string   `json:"into"`
+	Status string   `json:"status"`
+	How    string   `json:"how,omitempty"`
+	Commit string   `json:"commit,omitempty"`
+	Files  []string `json:"files,omitempty"`
+	Error  string   `json:"error,omitempty"`
+}
+
 // Type implementations: the journal's type strings, fixed forever (old
 // journals must keep decoding).
 func (TeamCreate) Type() string       { return "team_create" }
@@ -343,6 +358,7 @@ func (Usage) Type() string            { return "usage" }
 func (CacheChoice) Type() string      { return "cache_choice" }
 func (Coordination) Type() string     { return "coordination" }
 func (Tool) Type() string             { return "tool" }
+func (Merge) Type() string            { return "merge" }
 
 // known makes an empty value of each type, by journal type.
 var known = map[string]func() Event{}
@@ -369,7 +385,7 @@ func init() {
 		func() Event { return &Forgery{} }, func() Event { return &KeyCreated{} },
 		func() Event { return &Usage{} },
 		func() Event { return &CacheChoice{} }, func() Event { return &Coordination{} },
-		func() Event { return &Tool{} },
+		func() Event { return &Tool{} }, func() Event { return &Merge{} },
 	)
 }
 

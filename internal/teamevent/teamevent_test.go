@@ -47,6 +47,8 @@ func TestRoundTrip(t *testing.T) {
 		Coordination{Window: 20, CoordinationTokens: 9000, TeamTokens: 12000, Share: 0.75, MaxShare: 0.5},
 		Tool{Tool: "write_file", Path: "schema.graphql"},
 		Tool{Tool: "bash", Command: "go test ./...", Error: "exit status 1"},
+		Merge{Task: "4", Owner: "frontend", Branch: "troupe/t/frontend", Into: "main", Status: "conflict", Files: []string{"README.md"}},
+		Merge{Task: "1", Owner: "analyst", Branch: "troupe/t/analyst", Into: "main", Status: "merged", How: "fast-forward", Commit: "abc"},
 		Usage{AgentName: "a", InputTokens: 10, OutputTokens: 2, CacheReadTokens: 7, CacheWriteTokens: 1, Model: "m", Kind: UsageWork, Task: "1"},
 		Usage{AgentName: "b", InputTokens: 3, CacheReadTokens: 900, CacheWriteTokens: 40, CacheWrite1hTokens: 40, CacheTTL: "1h", Model: "m", Kind: UsageCoordination},
 	}

@@ -566,3 +566,37 @@ func TestMemberCacheHitRatio(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeQueue: the merge queue is read from the tasks' metadata "merge"
+// of a snapshot (as the store gives it back: maps and lists of any), in
+// completion order; tasks without a record, and records that cannot be
+// read, are left out; a later snapshot replaces it.
+func TestMergeQueue(t *testing.T) {
+	v := New(Options{})
+	rec := func(status string, s int, extra map[string]any) map[string]any {
+		m := map[string]any{"owner": "bob", "branch": "troupe/crew/bob", "status": status, "at": at(s).Format(time.RFC3339Nano)}
+		for k, x := range extra {
+			m[k] = x
+		}
+		return map[string]any{"merge": m}
+	}
+	v.Apply(at(0), Snapshot{Roster: &store.Roster{Name: "crew"}, Tasks: []store.Task{
+		{ID: "1", Subject: "API", Status: store.TaskCompleted, Metadata: rec("merged", 20, map[string]any{"how": "fast-forward", "commit": "abc123"})},
+		{ID: "2", Subject: "UI", Status: store.TaskInProgress, Metadata: rec("conflict", 30, map[string]any{"conflicts": []any{map[string]any{"file": "a.txt", "hunks": []any{}}}})},
+		{ID: "3", Subject: "Docs", Status: store.TaskCompleted, Metadata: rec("queued", 10, nil)},
+		{ID: "4", Subject: "plain", Status: store.TaskPending},
+		{ID: "5", Subject: "bad", Status: store.TaskCompleted, Metadata: map[string]any{"merge": "not a record"}},
+	}})
+	want := []MergeEntry{
+		{Task: "3", Subject: "Docs", Owner: "bob", Branch: "troupe/crew/bob", Status: "queued", At: at(10)},
+		{Task: "1", Subject: "API", Owner: "bob", Branch: "troupe/crew/bob", Status: "merged", How: "fast-forward", Commit: "abc123", At: at(20)},
+		{Task: "2", Subject: "UI", Owner: "bob", Branch: "troupe/crew/bob", Status: "conflict", Files: []string{"a.txt"}, At: at(30)},
+	}
+	if d := cmp.Diff(want, v.MergeQueue(), cmpopts.EquateEmpty()); d != "" {
+		t.Errorf("MergeQueue (-want +got):\n%s", d)
+	}
+	v.Apply(at(1), Snapshot{Roster: &store.Roster{Name: "crew"}, Tasks: []store.Task{{ID: "1", Subject: "API", Status: store.TaskCompleted}}})
+	if got := v.MergeQueue(); len(got) != 0 {
+		t.Errorf("MergeQueue after a snapshot without records = %+v; want none", got)
+	}
+}

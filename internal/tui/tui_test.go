@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -184,6 +185,7 @@ func TestGolden(t *testing.T) {
 		{"chat", false, story},
 		{"tasks", false, func(m *Model, c *clock) { story(m, c); m.setView(viewTasks) }},
 		{"team", false, func(m *Model, c *clock) { story(m, c); m.setView(viewTeam) }},
+		{"merge_queue", false, func(m *Model, c *clock) { story(m, c); mergeSnapshot(m); m.setView(viewTasks) }},
 		{"help", false, func(m *Model, c *clock) { story(m, c); m.command("/help") }},
 		{"permission", false, func(m *Model, c *clock) {
 			story(m, c)
@@ -638,4 +640,28 @@ func TestTeamResumedAndArchived(t *testing.T) {
 	if m.Team() != "" {
 		t.Errorf("Team() = %q after the team was archived", m.Team())
 	}
+}
+
+// mergeSnapshot is the board of the story with teammates in worktrees:
+// task 1 merged, task 2 back with bob after a conflict, task 3 queued.
+func mergeSnapshot(m *Model) {
+	rec := func(owner, status string, s int, extra map[string]any) map[string]any {
+		r := map[string]any{"owner": owner, "branch": "troupe/blog/" + owner, "status": status, "at": t0.Add(time.Duration(s) * time.Second).Format(time.RFC3339Nano)}
+		maps.Copy(r, extra)
+		return map[string]any{"merge": r}
+	}
+	send(m, snapshotMsg{snap: Snapshot{
+		Roster: &store.Roster{Name: "blog", Members: []store.Member{
+			{Name: store.LeadName, Status: store.StatusIdle},
+			{Name: "alice", Role: "backend", Status: store.StatusIdle, Worktree: "/w/.troupe/worktrees/blog/alice"},
+			{Name: "bob", Role: "frontend", Status: store.StatusWorking, Worktree: "/w/.troupe/worktrees/blog/bob"},
+		}},
+		Tasks: []store.Task{
+			{ID: "1", Subject: "Paginate GET /posts", Status: store.TaskCompleted, Owner: "alice",
+				Metadata: rec("alice", "merged", 40, map[string]any{"how": "fast-forward", "commit": "1f2e3d4c5b6a"})},
+			{ID: "2", Subject: "Page through posts in the frontend", Status: store.TaskInProgress, Owner: "bob",
+				Metadata: rec("bob", "conflict", 50, map[string]any{"conflicts": []any{map[string]any{"file": "web/posts.js"}}})},
+			{ID: "3", Subject: "Document the pager", Status: store.TaskCompleted, Owner: "alice", Metadata: rec("alice", "queued", 60, nil)},
+		},
+	}})
 }

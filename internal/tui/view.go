@@ -424,6 +424,48 @@ func (m *Model) tasksLines() []string {
 		out = append(out, prefixed(sErr.Render(" ✗ "), "   ", wrap(fmt.Sprintf("#%s corrupt: %s (%s)", c.ID, c.Err, c.Path), w-3), sErr)...)
 	}
 	out = append(out, "", sDim.Render(" ○ pending  ◌ blocked  ● in progress  ✓ done  ✗ corrupt"))
+	return append(out, m.mergeLines(w)...)
+}
+
+// mergeLines is the merge queue of teammates in worktrees, in completion
+// order, under the board (nothing when no task went through it).
+func (m *Model) mergeLines(w int) []string {
+	q := m.team.MergeQueue()
+	if len(q) == 0 {
+		return nil
+	}
+	waiting := 0
+	for _, e := range q {
+		if e.Status == "queued" {
+			waiting++
+		}
+	}
+	out := []string{"", sBold.Render(fmt.Sprintf(" MERGE QUEUE · %d waiting", waiting)), ""}
+	rightW := min(24, w/3)
+	for _, e := range q {
+		glyph, style, right := "…", sWarn, "queued"
+		switch e.Status {
+		case "merged":
+			glyph, style, right = "✓", sOK, "merged"
+			if e.How != "" {
+				right += ", " + e.How
+			}
+		case "conflict":
+			glyph, style, right = "✗", sErr, "conflict → "+e.Owner
+		case "failed":
+			glyph, style, right = "✗", sErr, "failed"
+		case "no changes":
+			glyph, style, right = "–", sDim, "no changes"
+		}
+		left := fmt.Sprintf(" %s #%s %s (%s)", style.Render(glyph), e.Task, e.Branch, e.Subject)
+		out = append(out, fit(left, w-rightW-1)+" "+sDim.Render(fit(text.OneLine(right, rightW), rightW)))
+		if len(e.Files) > 0 {
+			out = append(out, sDim.Render(fit("     in "+strings.Join(e.Files, ", "), w)))
+		}
+		if e.Error != "" {
+			out = append(out, sErr.Render(fit("     "+text.OneLine(e.Error, w-5), w)))
+		}
+	}
 	return out
 }
 

@@ -158,6 +158,7 @@ type teamPage struct {
 	Names     []string
 	Columns   []column
 	Corrupt   []store.Corrupt
+	Merges    []teamview.MergeEntry
 	Graph     template.HTML
 	Chart     template.HTML
 	UsageRows []usageRow
@@ -177,6 +178,7 @@ func (s *Server) teamData(p page, v *teamview.View, deps map[[2]string]bool, gon
 	}
 	b := v.Board()
 	d.Corrupt = b.Corrupt
+	d.Merges = v.MergeQueue()
 	for _, c := range []column{{Status: store.TaskPending, Title: "pending"}, {Status: store.TaskInProgress, Title: "in progress"}, {Status: store.TaskCompleted, Title: "completed"}} {
 		for _, t := range b.Column(c.Status) {
 			cd := card{Task: t}

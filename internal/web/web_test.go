@@ -591,3 +591,29 @@ func TestTeamEndsAndComesBack(t *testing.T) {
 		t.Errorf("the archive is not listed:\n%s", body)
 	}
 }
+
+// TestMergeQueueOnBoard: the merge queue of teammates in worktrees, read
+// from the tasks' metadata, is shown under the board with each branch's
+// outcome and conflicting files.
+func TestMergeQueueOnBoard(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.team.Tasks().Update(context.Background(), "1", func(x *store.Task) error {
+		x.Status, x.Owner = store.TaskInProgress, "dev"
+		x.Metadata = map[string]any{"merge": map[string]any{"owner": "dev", "branch": "troupe/demo-team/dev", "status": "conflict",
+			"conflicts": []any{map[string]any{"file": "api/posts.go"}}, "at": time.Now().UTC().Format(time.RFC3339Nano)}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := serve(t, f, web.Config{})
+	_, body, _ := get(t, ts.Client(), ts.URL+"/t/demo-team")
+	for _, want := range []string{
+		`<h3>merge queue</h3>`,
+		`<tr class="merge m-conflict"><td><a href="#task-1">#1</a>`,
+		`<td><code>troupe/demo-team/dev</code></td><td>dev</td><td>conflict</td><td>conflicts in <code>api/posts.go</code>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the overview lacks %q", want)
+		}
+	}
+}

@@ -219,33 +219,60 @@ func (r *Repo) BaseBranch(ctx context.Context) string {
 // tracked file (which a teammate's branch would not carry and a merge
 // could not pass over).
 func (r *Repo) Ready(ctx context.Context) error {
-	if _, err := r.Head(ctx); err != nil {
-		return fmt.Errorf("%s: %w (commit something first)", r.Top, err)
-	}
+	_, err := r.ReadyHead(ctx)
+	return err
+}
+
+// ReadyHead is Ready that also returns the commit the base is on, for a
+// spawn to branch from.
+func (r *Repo) ReadyHead(ctx context.Context) (string, error) {
 	if err := r.setup(ctx); err != nil {
-		return err
+		return "", err
+	}
+	// One git process for HEAD and the tracked changes: a spawn waits for
+	// it. Untracked files are left out: a branch does not need them, and
+	// listing them walks the whole tree.
+	out, err := r.run(ctx, r.Top, "status", "--porcelain=v2", "--branch", "--untracked-files=no")
+	if err != nil {
+		return "", err
+	}
+	head, tracked := statusV2(out)
+	if head == "" {
+		return "", fmt.Errorf("%s: %w (commit something first)", r.Top, ErrNoCommit)
 	}
 	for _, f := range []string{"MERGE_HEAD", "rebase-merge", "rebase-apply", "CHERRY_PICK_HEAD", "REVERT_HEAD"} {
 		if _, err := os.Stat(filepath.Join(r.gitDir, f)); err == nil {
-			return fmt.Errorf("%s: %w (%s); finish or abort it first", r.Top, ErrBusy, f)
-		}
-	}
-	// Untracked files are left out: a branch does not need them, and
-	// listing them walks the whole tree.
-	out, err := r.run(ctx, r.Top, "status", "--porcelain", "--untracked-files=no")
-	if err != nil {
-		return err
-	}
-	var tracked []string
-	for l := range strings.SplitSeq(out, "\n") {
-		if len(l) > 3 {
-			tracked = append(tracked, strings.TrimSpace(l[3:]))
+			return "", fmt.Errorf("%s: %w (%s); finish or abort it first", r.Top, ErrBusy, f)
 		}
 	}
 	if len(tracked) > 0 {
-		return fmt.Errorf("%s: %w to %s; commit or stash them first", r.Top, ErrDirty, list(tracked, 5))
+		return "", fmt.Errorf("%s: %w to %s; commit or stash them first", r.Top, ErrDirty, list(tracked, 5))
 	}
-	return nil
+	return head, nil
+}
+
+// statusV2 reads `git status --porcelain=v2 --branch`: the commit HEAD is
+// on ("" before the first) and the paths of changed tracked files.
+func statusV2(out string) (head string, tracked []string) {
+	for l := range strings.SplitSeq(out, "\n") {
+		if oid, ok := strings.CutPrefix(l, "# branch.oid "); ok {
+			if oid = strings.TrimSpace(oid); oid != "(initial)" {
+				head = oid
+			}
+			continue
+		}
+		// Ordinary (1), renamed (2) and unmerged (u) entries have 8, 9
+		// and 10 fields before the path.
+		f := strings.SplitN(l, " ", 11)
+		n := map[string]int{"1": 8, "2": 9, "u": 10}[f[0]]
+		if n == 0 || len(f) <= n {
+			continue
+		}
+		path := strings.Join(f[n:], " ")
+		path, _, _ = strings.Cut(path, "\t") // a rename's original path follows a tab
+		tracked = append(tracked, path)
+	}
+	return head, tracked
 }
 
 func list(s []string, n int) string {

@@ -195,3 +195,28 @@ func TestReadyRefuses(t *testing.T) {
 		t.Errorf("Ready with no commit = %v; want ErrNoCommit", err)
 	}
 }
+
+// TestReadyHead: one status gives HEAD and the tracked changes, whatever
+// their kind; untracked files do not count.
+func TestReadyHead(t *testing.T) {
+	ctx := context.Background()
+	dir := gitRepo(t, map[string]string{"a.txt": "one\n", "my file.txt": "two\n", "c.txt": "three\n"})
+	r, err := worktree.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := r.ReadyHead(ctx)
+	if err != nil || head != git(t, dir, "rev-parse", "HEAD") {
+		t.Fatalf("ReadyHead = %q, %v; want HEAD", head, err)
+	}
+	write(t, filepath.Join(dir, "new.txt"), "untracked\n")
+	if _, err := r.ReadyHead(ctx); err != nil {
+		t.Errorf("ReadyHead with an untracked file: %v", err)
+	}
+	write(t, filepath.Join(dir, "my file.txt"), "changed\n")
+	git(t, dir, "mv", "c.txt", "d.txt")
+	_, err = r.ReadyHead(ctx)
+	if !errors.Is(err, worktree.ErrDirty) || !strings.Contains(err.Error(), "my file.txt") || !strings.Contains(err.Error(), "d.txt") {
+		t.Errorf("ReadyHead with changes = %v; want ErrDirty naming my file.txt and d.txt", err)
+	}
+}

@@ -1,0 +1,219 @@
+package worktree_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/troupe-dev/troupe/internal/worktree"
+)
+
+// registered is `git worktree list` of dir as paths relative to dir.
+func registered(t *testing.T, r *worktree.Repo) []string {
+	t.Helper()
+	ps, err := r.Registered(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range ps {
+		rel, _ := filepath.Rel(r.Top, p)
+		out = append(out, filepath.ToSlash(rel))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestPoolTake: a spare made at the first commit is taken after HEAD
+// moved: it lands at the member's path on its branch at the new HEAD, with
+// the new commit's file; the pool makes another spare; Close removes the
+// spares and leaves the taken worktree alone.
+func TestPoolTake(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := gitRepo(t, map[string]string{"a.txt": "one\n"})
+	r, err := worktree.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := worktree.NewPool(r, "t", 1)
+	defer p.Close()
+	if err := p.Wait(ctx, 1); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	write(t, filepath.Join(dir, "b.txt"), "two\n")
+	git(t, dir, "add", "b.txt")
+	git(t, dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "more")
+	head, err := r.ReadyHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt, err := p.Take(ctx, "alice", head)
+	if err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	if wt.Path != r.Path("t", "alice") || wt.Branch != "troupe/t/alice" {
+		t.Errorf("Take = %+v; want %s on troupe/t/alice", wt, r.Path("t", "alice"))
+	}
+	if got := git(t, wt.Path, "rev-parse", "HEAD"); got != head {
+		t.Errorf("the worktree is at %s; want the base's HEAD %s", got, head)
+	}
+	if got := git(t, wt.Path, "symbolic-ref", "--short", "HEAD"); got != wt.Branch {
+		t.Errorf("the worktree is on %q; want %q", got, wt.Branch)
+	}
+	if b, err := os.ReadFile(filepath.Join(wt.Path, "b.txt")); err != nil || string(b) != "two\n" {
+		t.Errorf("b.txt in the worktree = %q, %v; want the new commit's", b, err)
+	}
+	if err := p.Wait(ctx, 1); err != nil {
+		t.Fatalf("refill: %v", err)
+	}
+	if got := registered(t, r); len(got) != 2 || got[0] != ".troupe/worktrees/t/.spare/"+filepath.Base(got[0]) || got[1] != ".troupe/worktrees/t/alice" {
+		t.Errorf("worktrees = %q; want one spare and alice's", got)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if d := cmp.Diff([]string{".troupe/worktrees/t/alice"}, registered(t, r)); d != "" {
+		t.Errorf("worktrees after Close (-want +got):\n%s", d)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".troupe", "worktrees", "t", worktree.SpareDir)); !os.IsNotExist(err) {
+		t.Errorf("the spare folder is still there: %v", err)
+	}
+	if _, err := p.Take(ctx, "bob", head); !errors.Is(err, worktree.ErrPoolEmpty) {
+		t.Errorf("Take after Close = %v; want ErrPoolEmpty", err)
+	}
+	if st := git(t, dir, "status", "--porcelain"); st != "" {
+		t.Errorf("the base is not clean: %q", st)
+	}
+}
+
+// TestPoolTakeKeepsBranch: a member whose branch outlived its worktree
+// gets the branch back with its commits, not a new one at HEAD; a member
+// whose worktree exists is left to Add.
+func TestPoolTakeKeepsBranch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := gitRepo(t, map[string]string{"a.txt": "one\n"})
+	r, err := worktree.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	git(t, dir, "branch", "troupe/t/alice")
+	git(t, dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "--allow-empty", "-m", "main moves")
+	head := git(t, dir, "rev-parse", "HEAD")
+	old := git(t, dir, "rev-parse", "troupe/t/alice")
+	bob, err := r.Add(ctx, "t", "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := worktree.NewPool(r, "t", 1)
+	defer p.Close()
+	if err := p.Wait(ctx, 1); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if _, err := p.Take(ctx, "bob", head); !errors.Is(err, worktree.ErrPoolEmpty) {
+		t.Errorf("Take for an existing worktree %s = %v; want ErrPoolEmpty", bob.Path, err)
+	}
+	wt, err := p.Take(ctx, "alice", head)
+	if err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	if got := git(t, wt.Path, "rev-parse", "HEAD"); got != old {
+		t.Errorf("alice's worktree is at %s; want its branch's %s, not HEAD %s", got, old, head)
+	}
+}
+
+// TestPoolLeftovers: spares left on disk by a process that died (one
+// finished, one a bare folder) are removed by the next pool of the team,
+// and RemoveSpares clears them with no pool running.
+func TestPoolLeftovers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := gitRepo(t, map[string]string{"a.txt": "one\n"})
+	r, err := worktree.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spares := filepath.Join(dir, ".troupe", "worktrees", "t", worktree.SpareDir)
+	leftover := func() {
+		git(t, dir, "worktree", "add", "--quiet", "--detach", filepath.Join(spares, "1-1"), "HEAD")
+		if err := os.MkdirAll(filepath.Join(spares, "1-2"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leftover()
+	p := worktree.NewPool(r, "t", 1)
+	if err := p.Wait(ctx, 1); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	for _, l := range []string{"1-1", "1-2"} {
+		if _, err := os.Stat(filepath.Join(spares, l)); !os.IsNotExist(err) {
+			t.Errorf("leftover %s still there: %v", l, err)
+		}
+	}
+	if got := registered(t, r); len(got) != 1 || strings.HasSuffix(got[0], "/1-1") {
+		t.Errorf("worktrees = %q; want the new pool's spare alone", got)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	leftover()
+	if err := r.RemoveSpares(ctx, "t"); err != nil {
+		t.Fatalf("RemoveSpares: %v", err)
+	}
+	if got := registered(t, r); len(got) != 0 {
+		t.Errorf("worktrees after RemoveSpares = %q; want none", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".troupe", "worktrees", "t")); !os.IsNotExist(err) {
+		t.Errorf("the team's folder is still there: %v", err)
+	}
+}
+
+// TestPoolSpareIndexNotRacy: a spare's index is written in a later second
+// than its files, so git does not re-read them at the first commit.
+func TestPoolSpareIndexNotRacy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := gitRepo(t, map[string]string{"a.txt": "one\n", "b/c.txt": "two\n"})
+	r, err := worktree.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := worktree.NewPool(r, "t", 1)
+	defer p.Close()
+	if err := p.Wait(ctx, 1); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	wt, err := p.Take(ctx, "alice", git(t, dir, "rev-parse", "HEAD"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// HEAD did not move: the branch is made as refs alone.
+	if got := git(t, wt.Path, "symbolic-ref", "--short", "HEAD"); got != "troupe/t/alice" {
+		t.Errorf("the worktree is on %q; want troupe/t/alice", got)
+	}
+	if st := git(t, wt.Path, "status", "--porcelain"); st != "" {
+		t.Errorf("the taken worktree is not clean: %q", st)
+	}
+	index := git(t, wt.Path, "rev-parse", "--path-format=absolute", "--git-path", "index")
+	fi, err := os.Stat(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"a.txt", "b/c.txt"} {
+		ff, err := os.Stat(filepath.Join(wt.Path, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ff.ModTime().Unix() >= fi.ModTime().Unix() {
+			t.Errorf("%s written at %s, the index at %s: racily clean", f, ff.ModTime(), fi.ModTime())
+		}
+	}
+}
