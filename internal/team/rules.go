@@ -45,6 +45,9 @@ type Rules struct {
 	// coordination may take over the governor's window before the lead is
 	// told to batch (team.maxCoordinationShare; 0: the default, 0.5).
 	MaxCoordinationShare float64
+	// Leases is what a write to a path another agent's task holds does
+	// (team.leases; "": refuse).
+	Leases LeaseMode
 	// StateDir is the file store's state directory, from which hooks are
 	// given each agent's transcript_path ("": none).
 	StateDir string
