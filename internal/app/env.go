@@ -292,8 +292,10 @@ func (e *Env) loadRules(warn io.Writer) error {
 		TeammateModel:  s.TeammateModel.Value,
 		StateDir:       e.StateDir,
 
-		MaxCoordinationShare: coordinationShare(s.MaxCoordinationShare.Value),
-		Leases:               leaseMode(s.Leases.Value),
+		TeamRules: team.TeamRules{
+			MaxCoordinationShare: coordinationShare(s.MaxCoordinationShare.Value),
+			Leases:               leaseMode(s.Leases.Value),
+		},
 		ShellRules: team.ShellRules{
 			ShellEnv: shell.Environ(os.Environ(), s.Env),
 			Sandbox:  sandbox,
