@@ -2,11 +2,13 @@ package team
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -62,8 +64,9 @@ type leaser struct {
 	team func() (store.Team, error)
 	self string
 	mode LeaseMode
-	ws   *tool.Workspace
-	em   emitter
+	// ws is the agent's workspace, against which bash targets resolve.
+	ws *tool.Workspace
+	em emitter
 	// sandboxed: bash commands run in bubblewrap, where what others
 	// lease can be bound read-only.
 	sandboxed bool
@@ -211,8 +214,10 @@ func (l *leaser) checkCommand(ctx context.Context, command, dir string) (tool.Co
 		switch {
 		case held && l.mode == LeaseWarn:
 			notes = append(notes, l.warn(ctx, t, h, rel, "ran a command that writes"))
+		case held && w.Removes:
+			return chk, fmt.Errorf("%s (the command removes it)", h.refusal(rel))
 		case held:
-			return chk, fmt.Errorf("%s (the command %s it)", h.refusal(rel), map[bool]string{true: "removes", false: "writes"}[w.Removes])
+			return chk, fmt.Errorf("%s (the command writes it)", h.refusal(rel))
 		case !w.Removes && !strings.ContainsAny(rel, "*?[{") && rel != ".":
 			own = append(own, rel)
 		}
@@ -309,14 +314,22 @@ func (l *leaser) readOnly(files map[string]leasedFile, dirs []string) []string {
 		}
 		return false
 	}
+	var each []string
 	for p := range files {
 		if !within(p) {
-			out = append(out, filepath.Join(root, filepath.FromSlash(p)))
+			each = append(each, filepath.Join(root, filepath.FromSlash(p)))
 		}
 	}
-	sort.Strings(out)
-	return out
+	sort.Strings(each)
+	if len(each) > maxReadOnlyFiles {
+		each = each[:maxReadOnlyFiles] // the after-the-fact check still sees the rest
+	}
+	return append(out, each...)
 }
+
+// maxReadOnlyFiles bounds the files bound read-only one by one: each is a
+// mount bubblewrap makes before every command.
+const maxReadOnlyFiles = 256
 
 // after compares others' leased files with the snapshot taken before the
 // command: a change the check could not see coming is named in the
@@ -397,7 +410,7 @@ func (l *leaser) infer(ctx context.Context, t store.Team, b store.Board, rels []
 	}
 	var add []string
 	for _, rel := range rels {
-		if !coveredBy(declared, rel) && !coveredBy(TaskFiles(cand[0]), rel) && !contains(add, rel) {
+		if !coveredBy(declared, rel) && !coveredBy(TaskFiles(cand[0]), rel) && !slices.Contains(add, rel) {
 			add = append(add, rel)
 		}
 	}
@@ -413,7 +426,7 @@ func (l *leaser) infer(ctx context.Context, t store.Team, b store.Board, rels []
 			task.Metadata = map[string]any{}
 		}
 		for _, rel := range add {
-			if !contains(files, rel) {
+			if !slices.Contains(files, rel) {
 				files = append(files, rel)
 			}
 		}
@@ -423,20 +436,11 @@ func (l *leaser) infer(ctx context.Context, t store.Team, b store.Board, rels []
 	})
 }
 
-var errNoInference = fmt.Errorf("the task's files are no longer inferred")
+var errNoInference = errors.New("the task's files are no longer inferred")
 
 func coveredBy(globs []string, rel string) bool {
 	for _, g := range globs {
 		if ok, _ := doublestar.Match(g, rel); ok || g == rel {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
 			return true
 		}
 	}
