@@ -193,9 +193,10 @@ func (l *leaser) checkWrite(ctx context.Context, rel string) error {
 }
 
 // checkCommand is tool.Env.CheckCommand: the files a bash command's words
-// say it writes are checked before it runs; in a sandbox what others lease
-// is bound read-only; after it ran, a leased file it changed anyway (a
-// write its words did not show) is reported to the writer and the holder.
+// say it writes are checked before it runs. In a sandbox what others lease
+// is bound read-only; without one, a command with a target only known at
+// run time is watched, and a leased file that changed while it ran is
+// reported to the writer and the holder.
 func (l *leaser) checkCommand(ctx context.Context, command, dir string) (tool.CommandCheck, error) {
 	t, b, ok := l.board(ctx)
 	if !ok {
@@ -204,7 +205,7 @@ func (l *leaser) checkCommand(ctx context.Context, command, dir string) (tool.Co
 	others := l.others(b)
 	var chk tool.CommandCheck
 	var notes, own []string
-	targets, _ := permission.Writes(command)
+	targets, unknown := permission.Writes(command)
 	for _, w := range targets {
 		rel, ok := l.rel(dir, w.Path)
 		if !ok {
@@ -224,14 +225,17 @@ func (l *leaser) checkCommand(ctx context.Context, command, dir string) (tool.Co
 	}
 	l.infer(ctx, t, b, own)
 	chk.Note = strings.Join(notes, "\n")
-	if len(others) == 0 {
-		return chk, nil
+	switch {
+	case len(others) == 0:
+	case l.sandboxed:
+		chk.ReadOnly = l.readOnly(l.snapshot(others))
+	case unknown:
+		// Only a command whose targets the words do not all show is
+		// watched: files change under every command while their holders
+		// work, and a watch of all would blame the command for that.
+		before, _ := l.snapshot(others)
+		chk.After = func(ctx context.Context) string { return l.after(ctx, others, before) }
 	}
-	before, dirs := l.snapshot(others)
-	if l.sandboxed {
-		chk.ReadOnly = l.readOnly(before, dirs)
-	}
-	chk.After = func(ctx context.Context) string { return l.after(ctx, others, before) }
 	return chk, nil
 }
 
