@@ -292,7 +292,10 @@ func (e *Env) loadRules(warn io.Writer) error {
 		TeammateModel:  s.TeammateModel.Value,
 		StateDir:       e.StateDir,
 
-		MaxCoordinationShare: coordinationShare(s.MaxCoordinationShare.Value),
+		TeamRules: team.TeamRules{
+			MaxCoordinationShare: coordinationShare(s.MaxCoordinationShare.Value),
+			Leases:               leaseMode(s.Leases.Value),
+		},
 		ShellRules: team.ShellRules{
 			ShellEnv: shell.Environ(os.Environ(), s.Env),
 			Sandbox:  sandbox,
@@ -526,6 +529,16 @@ func coordinationShare(v string) float64 {
 		return 0
 	}
 	return f
+}
+
+// leaseMode reads team.leases (checked by the settings parser; anything
+// else is the default, refuse).
+func leaseMode(v string) team.LeaseMode {
+	m, err := team.ParseLeaseMode(v)
+	if err != nil {
+		return team.LeaseRefuse
+	}
+	return m
 }
 
 // worktrees sets the session's worktree isolation from the flags, else

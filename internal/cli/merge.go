@@ -53,6 +53,10 @@ func printLeases(w io.Writer, b store.Board) {
 	}
 	fmt.Fprintln(w, "Leases:")
 	for _, t := range ls {
-		fmt.Fprintf(w, "  #%s %s: %s\n", t.ID, t.Owner, strings.Join(team.TaskFiles(t), ", "))
+		inferred := ""
+		if team.FilesInferred(t) {
+			inferred = " (inferred from its edits)"
+		}
+		fmt.Fprintf(w, "  #%s %s: %s%s\n", t.ID, t.Owner, strings.Join(team.TaskFiles(t), ", "), inferred)
 	}
 }

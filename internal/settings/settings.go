@@ -158,6 +158,9 @@ type Settings struct {
 	// team.mergeMode (ff or merge): worktree isolation (issue 19).
 	Isolation Value `json:"isolation"`
 	MergeMode Value `json:"merge_mode"`
+	// Leases is team.leases: what a write to a path another agent's
+	// in-progress task holds does (refuse, warn or off; unset: refuse).
+	Leases Value `json:"leases"`
 	// MaxCoordinationShare is team.maxCoordinationShare, the share of the
 	// team's tokens the lead's coordination may take before the lead is
 	// told to batch (a number in (0, 1], as text; unset: the runtime's
@@ -333,6 +336,7 @@ type rawTeam struct {
 	TeammateModel  string `json:"teammateModel"`
 	Isolation      string `json:"isolation"`
 	MergeMode      string `json:"mergeMode"`
+	Leases         string `json:"leases"`
 
 	MaxCoordinationShare *float64 `json:"maxCoordinationShare"`
 }
@@ -341,6 +345,10 @@ type rawGuard struct {
 	Words  []string `json:"words"`
 	Exempt []string `json:"exempt"`
 }
+
+// LeaseModes are the values team.leases may take: what a write to a path
+// another agent's in-progress task holds does.
+var LeaseModes = []string{"refuse", "warn", "off"}
 
 // Modes are the permission modes a defaultMode may name.
 var Modes = []string{"default", "acceptEdits", "plan", "dontAsk", "bypassPermissions", "delegate"}
@@ -400,6 +408,9 @@ func Parse(data []byte, src Source) (*File, error) {
 	}
 	if t := f.raw.Team; t != nil && t.MaxCoordinationShare != nil && (*t.MaxCoordinationShare <= 0 || *t.MaxCoordinationShare > 1) {
 		return nil, fmt.Errorf("%w: %s: team.maxCoordinationShare %v is out of range (want a share above 0 and at most 1)", ErrMalformed, src, *t.MaxCoordinationShare)
+	}
+	if t := f.raw.Team; t != nil && t.Leases != "" && !slices.Contains(LeaseModes, t.Leases) {
+		return nil, fmt.Errorf("%w: %s: team.leases %q is unknown (want one of %s)", ErrMalformed, src, t.Leases, strings.Join(LeaseModes, ", "))
 	}
 	if p := f.raw.Permissions; p != nil && p.DefaultMode != "" && !validMode(p.DefaultMode) {
 		// Never a silent fall back to some other mode: a mode the user
@@ -496,6 +507,7 @@ func Merge(files ...*File) *Settings {
 			setValue(&s.TeammateModel, t.TeammateModel, src)
 			setValue(&s.Isolation, t.Isolation, src)
 			setValue(&s.MergeMode, t.MergeMode, src)
+			setValue(&s.Leases, t.Leases, src)
 			if t.MaxCoordinationShare != nil {
 				setValue(&s.MaxCoordinationShare, strconv.FormatFloat(*t.MaxCoordinationShare, 'g', -1, 64), src)
 			}

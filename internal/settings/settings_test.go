@@ -41,7 +41,7 @@ func TestLoadMergesWithSources(t *testing.T) {
     "PreToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "lint.sh", "timeout": 0.5}]}]
   },
   "permissions": {"allow": ["Bash(git status:*)"], "defaultMode": "default"},
-  "team": {"defaultPattern": "small-team", "maxCoordinationShare": 0.4},
+  "team": {"defaultPattern": "small-team", "maxCoordinationShare": 0.4, "leases": "warn"},
   "artifactGuard": {"words": ["Alice", " "], "exempt": ["docs/team/**"]}
 }`)
 	s, err := Load(Options{Workspace: ws, UserFile: user, Home: t.TempDir(), NoManaged: true})
@@ -64,6 +64,7 @@ func TestLoadMergesWithSources(t *testing.T) {
 		LeadModel:      Value{"big", u},
 
 		MaxCoordinationShare: Value{"0.4", p},
+		Leases:               Value{"warn", p},
 		GuardWords:           []Word{{"Alice", p}},
 		GuardExempt:          []Rule{{"docs/team/**", p}},
 		Env:                  map[string]string{"FOO": "1"},
@@ -115,6 +116,7 @@ func TestParseErrors(t *testing.T) {
 		{"not an object", `[1]`, "/w/.troupe/settings.json"},
 		{"unknown mode", `{"permissions": {"defaultMode": "yolo"}}`, `permissions.defaultMode "yolo" is unknown`},
 		{"coordination share", `{"team": {"maxCoordinationShare": 1.5}}`, `team.maxCoordinationShare 1.5 is out of range`},
+		{"lease mode", `{"team": {"leases": "loose"}}`, `team.leases "loose" is unknown (want one of refuse, warn, off)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -51,7 +51,7 @@ func TestCoordinationGovernor(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := start(t, chattyLeadScript, func(c *team.Config) {
-				c.Rules = &team.Rules{MaxCoordinationShare: tt.maxShare}
+				c.Rules = &team.Rules{TeamRules: team.TeamRules{MaxCoordinationShare: tt.maxShare}}
 			})
 			res := f.run("Check on bob.")
 			if res.Text != tt.wantText {

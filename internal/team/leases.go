@@ -9,13 +9,23 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/troupe-dev/troupe/internal/store"
-	"github.com/troupe-dev/troupe/internal/tool"
 )
 
 // filesKey is the task metadata that holds the paths a task declares it
 // will change (workspace-relative globs). While the task is in progress
 // its owner holds a lease on them.
 const filesKey = "files"
+
+// inferredKey marks a task's files as inferred from its owner's first
+// edits rather than declared: they grow with each new file it writes.
+const inferredKey = "filesInferred"
+
+// FilesInferred reports whether task t's files were inferred from its
+// owner's edits rather than declared.
+func FilesInferred(t store.Task) bool {
+	v, _ := t.Metadata[inferredKey].(bool)
+	return v
+}
 
 // TaskFiles returns the globs task t declared.
 func TaskFiles(t store.Task) []string {
@@ -62,34 +72,6 @@ func cleanGlobs(in []string) ([]string, error) {
 		out = append(out, path.Clean(g))
 	}
 	return out, nil
-}
-
-// leaseCheck refuses a write by self to a path another member's
-// in-progress task holds a lease on, naming the holder and the task.
-func leaseCheck(t store.Team, self string) func(ctx context.Context, rel string) error {
-	return func(ctx context.Context, rel string) error {
-		b, err := t.Tasks().Board(ctx)
-		if err != nil {
-			return nil // the board unreadable: leases advise, the merge queue still guards
-		}
-		for _, task := range Leases(b) {
-			if task.Owner == self {
-				continue
-			}
-			for _, g := range TaskFiles(task) {
-				if ok, _ := doublestar.Match(g, rel); ok || g == rel {
-					return fmt.Errorf("refused before writing %s: it is leased to %s for task #%s (%s) by the glob %q; message %s or wait until that task is completed", rel, task.Owner, task.ID, task.Subject, g, task.Owner)
-				}
-			}
-		}
-		return nil
-	}
-}
-
-// withLeases adds the lease check to a teammate's tool environment.
-func withLeases(env *tool.Env, t store.Team, self string) *tool.Env {
-	env.CheckWrite = leaseCheck(t, self)
-	return env
 }
 
 // globsOverlap reports whether two globs may name a common path: one's

@@ -167,7 +167,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 			Sections:     cfg.Sections,
 		}.String(),
 		Tools:      teammateRegistry(b, list, cfg.Tools...),
-		Env:        withLeases(cfg.Rules.toolEnv(cfg.Workspace, m.name, r.Name, m.jobs), cfg.Team, m.name),
+		Env:        cfg.Rules.leaseEnv(cfg.Rules.toolEnv(cfg.Workspace, m.name, r.Name, m.jobs), fixedTeam(cfg.Team), m.name, m.emitter()),
 		MaxTurns:   cfg.MaxTurns,
 		Gate:       m.gate,
 		AfterTool:  cfg.Rules.afterTool(cfg.Workspace, m.who),

@@ -41,15 +41,25 @@ type Rules struct {
 	// TeammateModel is a teammate's model when neither its spawn nor its
 	// pattern role names one.
 	TeammateModel string
-	// MaxCoordinationShare is the share of the team's tokens the lead's
-	// coordination may take over the governor's window before the lead is
-	// told to batch (team.maxCoordinationShare; 0: the default, 0.5).
-	MaxCoordinationShare float64
 	// StateDir is the file store's state directory, from which hooks are
 	// given each agent's transcript_path ("": none).
 	StateDir string
 
+	TeamRules
 	ShellRules
+}
+
+// TeamRules are the settings that bound how a team's agents work beside
+// one another: how much of the tokens the lead's coordination may take,
+// and what a write into another agent's file lease does.
+type TeamRules struct {
+	// MaxCoordinationShare is the share of the team's tokens the lead's
+	// coordination may take over the governor's window before the lead is
+	// told to batch (team.maxCoordinationShare; 0: the default, 0.5).
+	MaxCoordinationShare float64
+	// Leases is what a write to a path another agent's in-progress task
+	// holds does (team.leases; "": refuse).
+	Leases LeaseMode
 }
 
 // ShellRules groups what every agent's bash commands run with and how

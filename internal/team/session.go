@@ -161,7 +161,7 @@ func NewSession(cfg Config) (*Session, error) {
 		Model:      cfg.Model,
 		System:     leadSystem(cfg, id),
 		Tools:      leadRegistry(b, list, cfg.Skills, tool.TaskHandlers{Subagent: subagent.Handler(sub), Teammate: s.teammateHandler}, cfg.Tools...),
-		Env:        cfg.Rules.toolEnv(cfg.Workspace, store.LeadName, "", s.jobs),
+		Env:        cfg.Rules.leaseEnv(cfg.Rules.toolEnv(cfg.Workspace, store.LeadName, "", s.jobs), s.Team, store.LeadName, s.emitter()),
 		MaxTurns:   cfg.MaxTurns,
 		Gate:       gate,
 		AfterTool:  cfg.Rules.afterTool(cfg.Workspace, who),

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,6 +66,15 @@ func (bashTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 			return Errorf("bash: %v", err)
 		}
 	}
+	chk, err := env.checkCommand(ctx, args.Command, startDir(env, ws))
+	if err != nil {
+		return Errorf("bash: %v", err)
+	}
+	if len(chk.ReadOnly) > 0 && opts.Sandbox != nil {
+		sb := *opts.Sandbox
+		sb.Protected = append(slices.Clip(sb.Protected), chk.ReadOnly...)
+		opts.Sandbox = &sb
+	}
 
 	if args.RunInBackground {
 		if env.Jobs == nil {
@@ -81,6 +91,9 @@ func (bashTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 			opts.Stream = out
 			opts.OutputCap = 1 // the job keeps the output
 			r, err := shell.Run(ctx, opts)
+			if chk.After != nil {
+				chk.After(context.WithoutCancel(ctx)) // the holder is told; the job's output has no room for a note
+			}
 			if err != nil {
 				return err
 			}
@@ -94,10 +107,14 @@ func (bashTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 		})
 		res = OK(fmt.Sprintf("Started background job %s: %s\nRead its output with TaskOutput (task_id %q); stop it with TaskStop.", id, desc, id))
 		res.Response = BashResponse{BackgroundTaskID: id}
-		return res
+		return withNote(res, chk.Note)
 	}
 
 	r, err := runForeground(ctx, env, opts)
+	after := ""
+	if chk.After != nil {
+		after = chk.After(context.WithoutCancel(ctx))
+	}
 	if err != nil {
 		return Errorf("bash: %v", err)
 	}
@@ -122,8 +139,30 @@ func (bashTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result
 	case b.Len() == 0:
 		b.WriteString("(no output)")
 	}
+	for _, n := range []string{chk.Note, after} {
+		if n != "" {
+			note(n)
+		}
+	}
 	return Result{Content: b.String(), IsError: r.TimedOut || r.Canceled || r.ExitCode != 0,
 		Response: BashResponse{Stdout: r.Output, Interrupted: r.TimedOut || r.Canceled}}
+}
+
+// startDir is where a foreground command starts: the shell session's
+// current directory when it runs there, else the workspace.
+func startDir(env *Env, ws *Workspace) string {
+	if env.Shell != nil && env.Sandbox == nil {
+		return env.Shell.Dir()
+	}
+	return ws.Dir()
+}
+
+// checkCommand asks CheckCommand about a command about to run.
+func (e *Env) checkCommand(ctx context.Context, command, dir string) (CommandCheck, error) {
+	if e == nil || e.CheckCommand == nil {
+		return CommandCheck{}, nil
+	}
+	return e.CheckCommand(ctx, command, dir)
 }
 
 // runForeground runs a foreground command in env's shell session when it

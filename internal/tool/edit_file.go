@@ -48,7 +48,8 @@ func (editFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) Re
 	if err != nil {
 		return Errorf("edit_file: %v", err)
 	}
-	if err := env.checkWrite(ctx, place); err != nil {
+	note, err := env.checkWrite(ctx, place)
+	if err != nil {
 		return Errorf("edit_file: %v", err)
 	}
 	rel, root := place.Rel, place.Root()
@@ -94,7 +95,7 @@ func (editFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) Re
 	}
 	res.Response = EditResponse{FilePath: place.Abs(), OldString: args.OldString, NewString: args.NewString,
 		OriginalFile: content, StructuredPatch: Patch(content, updated), ReplaceAll: args.ReplaceAll}
-	return res
+	return withNote(res, note)
 }
 
 // snippet returns the lines around content[at:at+n], numbered like

@@ -10,6 +10,7 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -76,15 +77,50 @@ type Env struct {
 	// refuses the write before it happens (a file lease another agent
 	// holds).
 	CheckWrite func(ctx context.Context, rel string) error
+	// CheckCommand, when set, is asked before bash runs a command, with
+	// the directory the command starts in; an error refuses the command
+	// before it runs (it would write a file another agent's lease holds).
+	CheckCommand func(ctx context.Context, command, dir string) (CommandCheck, error)
 }
 
+// CommandCheck is what CheckCommand says of a command it lets run.
+type CommandCheck struct {
+	// Note is added to the command's result.
+	Note string
+	// ReadOnly are absolute paths a sandboxed command may not write,
+	// beyond the sandbox's own Protected ones.
+	ReadOnly []string
+	// After, when set, is called once the command ended (for a background
+	// command, once its job did) and returns a note for its result, or "".
+	After func(ctx context.Context) string
+}
+
+// Warning is an error CheckWrite returns to let the write go ahead, with Note added to its result (a file lease in warn mode).
+type Warning struct{ Note string }
+
+func (w *Warning) Error() string { return w.Note }
+
 // checkWrite asks CheckWrite about a place in the workspace (additional
-// directories are outside every lease).
-func (e *Env) checkWrite(ctx context.Context, p Place) error {
+// directories are outside every lease): an error refuses the write, a note
+// goes with its result.
+func (e *Env) checkWrite(ctx context.Context, p Place) (note string, err error) {
 	if e == nil || e.CheckWrite == nil || p.Extra {
-		return nil
+		return "", nil
 	}
-	return e.CheckWrite(ctx, filepath.ToSlash(p.Rel))
+	err = e.CheckWrite(ctx, filepath.ToSlash(p.Rel))
+	var w *Warning
+	if errors.As(err, &w) {
+		return w.Note, nil
+	}
+	return "", err
+}
+
+// withNote adds a check's note to a result.
+func withNote(r Result, note string) Result {
+	if note != "" {
+		r.Content = strings.TrimRight(r.Content, "\n") + "\n\n" + note
+	}
+	return r
 }
 
 // hidden reports whether tool must leave rel out.

@@ -45,7 +45,8 @@ func (writeFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) R
 	if err != nil {
 		return Errorf("write_file: %v", err)
 	}
-	if err := env.checkWrite(ctx, place); err != nil {
+	note, err := env.checkWrite(ctx, place)
+	if err != nil {
 		return Errorf("write_file: %v", err)
 	}
 	rel, root := place.Rel, place.Root()
@@ -71,7 +72,7 @@ func (writeFileTool) Run(ctx context.Context, env *Env, input json.RawMessage) R
 		res.Response = WriteResponse{Type: typ, FilePath: place.Abs(), Content: args.Content,
 			StructuredPatch: Patch(*original, args.Content), OriginalFile: original}
 	}
-	return res
+	return withNote(res, note)
 }
 
 // writeFile replaces the content of the root-relative file rel, creating it
