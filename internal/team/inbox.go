@@ -36,10 +36,31 @@ type inbox struct {
 	toAck     string          // acked up to this id once the conversation has recorded them
 	delivered []string        // the ids given to the model, recorded with the next user message
 	pre       []llm.Message   // the conversation recorded before there was a team (the lead's)
+
+	// behind, when set (a teammate's inbox), takes the writes that only
+	// have to be durable before the agent acts: see record.
+	behind *behind
 }
 
 func newInbox(name string, em emitter, onDelivered func(string, []store.Message, string)) *inbox {
 	return &inbox{name: name, em: em, onDelivered: onDelivered}
+}
+
+// later runs f after every write queued before it, off the caller's path
+// when the inbox writes behind, at once otherwise.
+func (in *inbox) later(f func()) {
+	if in.behind == nil {
+		f()
+		return
+	}
+	in.behind.do(f)
+}
+
+// settle returns once every write queued so far is done.
+func (in *inbox) settle() {
+	if in.behind != nil {
+		in.behind.wait()
+	}
 }
 
 // restore sets the ids the restored conversation already has.
@@ -91,9 +112,13 @@ func (in *inbox) fetch(ctx context.Context, t store.Team, keep func(store.Messag
 	}
 	in.mu.Unlock()
 	if !waiting {
-		if err := t.Mailbox().Ack(context.WithoutCancel(ctx), in.name, last); err != nil {
-			in.em.log.Warn("ack", "inbox", in.name, "err", err)
-		}
+		// Behind the transcript lines still being written: acking before
+		// them would lose their messages in a crash.
+		in.later(func() {
+			if err := t.Mailbox().Ack(context.WithoutCancel(ctx), in.name, last); err != nil {
+				in.em.log.Warn("ack", "inbox", in.name, "err", err)
+			}
+		})
 	}
 	return nil
 }
@@ -125,10 +150,13 @@ func (in *inbox) told(ctx context.Context, t store.Team, msgs []store.Message, a
 	if len(msgs) == 0 {
 		return
 	}
-	in.em.emit(ctx, t, teamevent.Deliver{Member: in.name, IDs: ids(msgs), At: at})
-	if in.onDelivered != nil {
-		in.onDelivered(in.name, msgs, at)
-	}
+	// An observation: it need not be durable before the model reads them.
+	in.later(func() {
+		in.em.emit(ctx, t, teamevent.Deliver{Member: in.name, IDs: ids(msgs), At: at})
+		if in.onDelivered != nil {
+			in.onDelivered(in.name, msgs, at)
+		}
+	})
 }
 
 // deliver takes the queue and tells of it.
@@ -141,6 +169,14 @@ func (in *inbox) deliver(ctx context.Context, t store.Team, at string) []store.M
 // record writes a message of the conversation to the transcript, then acks
 // the inbox messages it carries. Without a team (the lead before
 // TeamCreate) it is kept for flushPre.
+//
+// An inbox that writes behind returns from a user message (what the model
+// is about to read) before it is written: the model request goes out while
+// the line is fsynced, and the ack follows the line in order, so a crash
+// before it hands the messages out again and the transcript's ids fold the
+// repeat. An assistant message (what the model decided) returns only once
+// it and everything before it are durable: no tool acts on a conversation
+// a crash could lose.
 func (in *inbox) record(t store.Team, m llm.Message) {
 	if t == nil {
 		in.mu.Lock()
@@ -157,11 +193,16 @@ func (in *inbox) record(t store.Team, m llm.Message) {
 		in.ackTeam, in.toAck, in.delivered = nil, "", nil
 		in.mu.Unlock()
 	}
-	appendTranscript(t, in.name, m, delivered, in.em.log)
-	if at != nil && id != "" {
-		if err := at.Mailbox().Ack(context.Background(), in.name, id); err != nil {
-			in.em.log.Warn("ack", "inbox", in.name, "err", err)
+	in.later(func() {
+		appendTranscript(t, in.name, m, delivered, in.em.log)
+		if at != nil && id != "" {
+			if err := at.Mailbox().Ack(context.Background(), in.name, id); err != nil {
+				in.em.log.Warn("ack", "inbox", in.name, "err", err)
+			}
 		}
+	})
+	if m.Role != llm.RoleUser {
+		in.settle()
 	}
 }
 
@@ -181,6 +222,7 @@ func (in *inbox) flushPre(t store.Team) {
 // drop consumes what the model will never read (its agent shut down),
 // noting the ids in the transcript first.
 func (in *inbox) drop(ctx context.Context, t store.Team) {
+	in.settle()
 	in.mu.Lock()
 	q := in.queue
 	in.queue = nil
@@ -211,4 +253,61 @@ func appendTranscript(t store.Team, name string, msg llm.Message, delivered []st
 	if err != nil && log != nil {
 		log.Warn("transcript", "member", name, "err", err)
 	}
+}
+
+// behind runs writes one after another on a goroutine of its own, in the
+// order they were queued; the goroutine ends when the queue is empty, so
+// an idle agent keeps none.
+type behind struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []func()
+	running bool
+	queued  uint64 // writes queued so far
+	done    uint64 // writes done so far
+}
+
+func newBehind() *behind {
+	b := &behind{}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// do queues f.
+func (b *behind) do(f func()) {
+	b.mu.Lock()
+	b.queue = append(b.queue, f)
+	b.queued++
+	if !b.running {
+		b.running = true
+		go b.run()
+	}
+	b.mu.Unlock()
+}
+
+func (b *behind) run() {
+	b.mu.Lock()
+	for len(b.queue) > 0 {
+		f := b.queue[0]
+		b.queue[0] = nil
+		b.queue = b.queue[1:]
+		b.mu.Unlock()
+		f()
+		b.mu.Lock()
+		b.done++
+		b.cond.Broadcast()
+	}
+	b.running = false
+	b.queue = nil
+	b.mu.Unlock()
+}
+
+// wait returns once every write queued before it is done.
+func (b *behind) wait() {
+	b.mu.Lock()
+	want := b.queued
+	for b.done < want {
+		b.cond.Wait()
+	}
+	b.mu.Unlock()
 }
