@@ -37,29 +37,68 @@ type inbox struct {
 	delivered []string        // the ids given to the model, recorded with the next user message
 	pre       []llm.Message   // the conversation recorded before there was a team (the lead's)
 
-	// behind, when set (a teammate's inbox), takes the writes that only
-	// have to be durable before the agent acts: see record.
-	behind *behind
+	// Lanes, when set (a teammate's inbox), take the writes that only have
+	// to be durable before the agent acts (see record), each lane in order:
+	// obs the journal's delivery and status lines and the roster's status,
+	// lines the transcript, acks the inbox cursor (an ack is queued by the
+	// transcript line it follows). The three go on at once.
+	lanes *lanes
 }
+
+// lanes are the three ordered writers of an inbox that writes behind.
+type lanes struct{ obs, lines, acks *behind }
 
 func newInbox(name string, em emitter, onDelivered func(string, []store.Message, string)) *inbox {
 	return &inbox{name: name, em: em, onDelivered: onDelivered}
 }
 
-// later runs f after every write queued before it, off the caller's path
-// when the inbox writes behind, at once otherwise.
-func (in *inbox) later(f func()) {
-	if in.behind == nil {
+// writeBehind gives the inbox its lanes: it returns before the writes of
+// what the model reads are durable.
+func (in *inbox) writeBehind() {
+	in.lanes = &lanes{obs: newBehind(), lines: newBehind(), acks: newBehind()}
+}
+
+// observe runs f, a journal or roster line that observes the agent, after
+// the ones queued before it: off the caller's path when the inbox writes
+// behind, at once otherwise.
+func (in *inbox) observe(f func()) {
+	if in.lanes == nil {
 		f()
 		return
 	}
-	in.behind.do(f)
+	in.lanes.obs.do(f)
+}
+
+// ackAfter acks the inbox up to id once every transcript line queued
+// before is durable.
+func (in *inbox) ackAfter(t store.Team, id string) {
+	ack := func() {
+		if err := t.Mailbox().Ack(context.Background(), in.name, id); err != nil {
+			in.em.log.Warn("ack", "inbox", in.name, "err", err)
+		}
+	}
+	if in.lanes == nil {
+		ack()
+		return
+	}
+	acks := in.lanes.acks
+	in.lanes.lines.do(func() { acks.do(ack) })
+}
+
+// settleLines returns once every observation and transcript line queued so
+// far is durable (acks may still be under way).
+func (in *inbox) settleLines() {
+	if in.lanes != nil {
+		in.lanes.obs.wait()
+		in.lanes.lines.wait()
+	}
 }
 
 // settle returns once every write queued so far is done.
 func (in *inbox) settle() {
-	if in.behind != nil {
-		in.behind.wait()
+	if in.lanes != nil {
+		in.settleLines()
+		in.lanes.acks.wait()
 	}
 }
 
@@ -114,11 +153,7 @@ func (in *inbox) fetch(ctx context.Context, t store.Team, keep func(store.Messag
 	if !waiting {
 		// Behind the transcript lines still being written: acking before
 		// them would lose their messages in a crash.
-		in.later(func() {
-			if err := t.Mailbox().Ack(context.WithoutCancel(ctx), in.name, last); err != nil {
-				in.em.log.Warn("ack", "inbox", in.name, "err", err)
-			}
-		})
+		in.ackAfter(t, last)
 	}
 	return nil
 }
@@ -151,7 +186,7 @@ func (in *inbox) told(ctx context.Context, t store.Team, msgs []store.Message, a
 		return
 	}
 	// An observation: it need not be durable before the model reads them.
-	in.later(func() {
+	in.observe(func() {
 		in.em.emit(ctx, t, teamevent.Deliver{Member: in.name, IDs: ids(msgs), At: at})
 		if in.onDelivered != nil {
 			in.onDelivered(in.name, msgs, at)
@@ -175,8 +210,9 @@ func (in *inbox) deliver(ctx context.Context, t store.Team, at string) []store.M
 // the line is fsynced, and the ack follows the line in order, so a crash
 // before it hands the messages out again and the transcript's ids fold the
 // repeat. An assistant message (what the model decided) returns only once
-// it and everything before it are durable: no tool acts on a conversation
-// a crash could lose.
+// it and every line before it are durable: no tool acts on a conversation
+// a crash could lose. Its acks may still be under way: losing one only
+// hands its messages out again.
 func (in *inbox) record(t store.Team, m llm.Message) {
 	if t == nil {
 		in.mu.Lock()
@@ -193,16 +229,16 @@ func (in *inbox) record(t store.Team, m llm.Message) {
 		in.ackTeam, in.toAck, in.delivered = nil, "", nil
 		in.mu.Unlock()
 	}
-	in.later(func() {
+	if in.lanes == nil {
 		appendTranscript(t, in.name, m, delivered, in.em.log)
-		if at != nil && id != "" {
-			if err := at.Mailbox().Ack(context.Background(), in.name, id); err != nil {
-				in.em.log.Warn("ack", "inbox", in.name, "err", err)
-			}
-		}
-	})
+	} else {
+		in.lanes.lines.do(func() { appendTranscript(t, in.name, m, delivered, in.em.log) })
+	}
+	if at != nil && id != "" {
+		in.ackAfter(at, id)
+	}
 	if m.Role != llm.RoleUser {
-		in.settle()
+		in.settleLines()
 	}
 }
 

@@ -130,7 +130,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		proto: newProtocol(), st: &memberState{nudged: map[string]int{}},
 	}
 	m.in = newInbox(m.name, m.emitter(), cfg.OnDelivered)
-	m.in.behind = newBehind()
+	m.in.writeBehind()
 	model := me.Model
 	if model == "" {
 		model = cfg.DefaultModel
@@ -242,7 +242,7 @@ func (m *Member) setStatus(ctx context.Context, status, why string) {
 // one fsync instead of two in a row.
 func (m *Member) setStatusLater(ctx context.Context, status, why string) {
 	now := time.Now().UTC()
-	m.in.later(func() { m.writeStatus(ctx, now, status, why) })
+	m.in.observe(func() { m.writeStatus(ctx, now, status, why) })
 }
 
 func (m *Member) writeStatus(ctx context.Context, now time.Time, status, why string) {
@@ -283,7 +283,7 @@ func (m *Member) Run(ctx context.Context) (err error) {
 			m.markStopped(ctx, exitWhy(err))
 		}
 	}()
-	m.setStatus(ctx, store.StatusWorking, "")
+	m.setStatusLater(ctx, store.StatusWorking, "")
 	m.st.goIdle = "available"
 	for {
 		input, why, err := m.idle(ctx)
