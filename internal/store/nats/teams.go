@@ -366,11 +366,18 @@ func (t *Team) ReadRoster(ctx context.Context) (store.Roster, error) {
 	if !ok || rec.Gen != t.gen {
 		return store.Roster{}, fmt.Errorf("%w: %s", store.ErrTeamNotFound, t.name)
 	}
+	beats, err := t.readBeats(ctx)
+	if err != nil {
+		return store.Roster{}, err
+	}
+	withBeats(&rec.Roster, beats)
 	return rec.Roster, nil
 }
 
 // UpdateRoster is a read-modify-write with a compare-and-set, run again
-// when another client wrote first (fn may then run more than once).
+// when another client wrote first (fn may then run more than once). A
+// change of heartbeats alone writes the members' heartbeat keys instead
+// (see liveness.go).
 func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (store.Roster, error) {
 	if err := t.s.closedErr(); err != nil {
 		return store.Roster{}, err
@@ -386,6 +393,11 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 		if !ok || rec.Gen != t.gen {
 			return store.Roster{}, fmt.Errorf("%w: %s", store.ErrTeamNotFound, t.name)
 		}
+		beats, err := t.readBeats(ctx)
+		if err != nil {
+			return store.Roster{}, err
+		}
+		withBeats(&rec.Roster, beats)
 		cur := rec.Roster
 		next := cur.Clone()
 		if err := fn(&next); err != nil {
@@ -398,6 +410,12 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 		if err := next.NormalizeMembers(); err != nil {
 			return store.Roster{}, fmt.Errorf("update roster of team %s: %w", t.name, err)
 		}
+		if fwd, ok := beatOnly(cur, next); ok {
+			if err := t.beat(ctx, fwd); err != nil {
+				return store.Roster{}, err
+			}
+			return next.Clone(), nil
+		}
 		data, err := json.Marshal(teamRec{Gen: t.gen, Roster: next})
 		if err != nil {
 			return store.Roster{}, err
@@ -409,6 +427,7 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 		if err != nil {
 			return store.Roster{}, fmt.Errorf("update roster of team %s: %w", t.name, err)
 		}
+		t.forgetBeats(ctx, cur, next)
 		return next.Clone(), nil
 	}
 }
