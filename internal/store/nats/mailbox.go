@@ -128,7 +128,7 @@ func (mb *mailbox) member(ctx context.Context, name string) (string, error) {
 	if err := mb.t.s.closedErr(); err != nil {
 		return "", err
 	}
-	r, err := mb.t.ReadRoster(ctx)
+	r, err := mb.t.rosterOnly(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -142,7 +142,7 @@ func (mb *mailbox) Send(ctx context.Context, m store.Message) (store.Message, er
 	if err := mb.t.s.closedErr(); err != nil {
 		return store.Message{}, err
 	}
-	r, err := mb.t.ReadRoster(ctx)
+	r, err := mb.t.rosterOnly(ctx)
 	if err != nil {
 		return store.Message{}, fmt.Errorf("send: %w", err)
 	}
@@ -169,7 +169,7 @@ func (mb *mailbox) Broadcast(ctx context.Context, m store.Message) ([]store.Mess
 	if err := mb.t.s.closedErr(); err != nil {
 		return nil, err
 	}
-	r, err := mb.t.ReadRoster(ctx)
+	r, err := mb.t.rosterOnly(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("broadcast: %w", err)
 	}

@@ -88,6 +88,7 @@ type Store struct {
 	closed  bool
 	closers []func()
 	done    chan struct{}
+	caches  map[string]*boardCache // by team generation (boardcache.go)
 }
 
 var _ store.Store = (*Store)(nil)

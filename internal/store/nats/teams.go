@@ -351,8 +351,24 @@ func (s *Store) OpenArchive(ctx context.Context, id string) (store.Team, error) 
 
 var errArchived = errors.New("an archived team is read only")
 
-// ReadRoster returns the current roster.
+// ReadRoster returns the current roster, heartbeats included.
 func (t *Team) ReadRoster(ctx context.Context) (store.Roster, error) {
+	r, err := t.rosterOnly(ctx)
+	if err != nil || t.archived != nil {
+		return r, err
+	}
+	beats, err := t.readBeats(ctx)
+	if err != nil {
+		return store.Roster{}, err
+	}
+	withBeats(&r, beats)
+	return r, nil
+}
+
+// rosterOnly is the roster as stored, without the heartbeat keys: one
+// round trip, for the mailbox, which needs names and statuses, never
+// heartbeats.
+func (t *Team) rosterOnly(ctx context.Context) (store.Roster, error) {
 	if err := t.s.closedErr(); err != nil {
 		return store.Roster{}, err
 	}
@@ -366,11 +382,6 @@ func (t *Team) ReadRoster(ctx context.Context) (store.Roster, error) {
 	if !ok || rec.Gen != t.gen {
 		return store.Roster{}, fmt.Errorf("%w: %s", store.ErrTeamNotFound, t.name)
 	}
-	beats, err := t.readBeats(ctx)
-	if err != nil {
-		return store.Roster{}, err
-	}
-	withBeats(&rec.Roster, beats)
 	return rec.Roster, nil
 }
 
