@@ -180,8 +180,22 @@ func (mb *mailbox) Broadcast(ctx context.Context, m store.Message) ([]store.Mess
 // already handed; it waits on a core subscription to the inbox's subject,
 // which every publish reaches, so that nothing polls.
 func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message, error) {
-	name, err := mb.member(context.WithoutCancel(ctx), member)
-	if err != nil {
+	// A name once resolved stays resolved for this client: a member is
+	// never renamed, and a reader that keeps receiving should not pay a
+	// roster read on every wake.
+	key := mb.t.gen + "/" + member
+	name, ok := "", false
+	if v, hit := mb.t.s.resolved.Load(key); hit {
+		name, ok = v.(string), true
+	}
+	if !ok {
+		n, err := mb.member(context.WithoutCancel(ctx), member)
+		if err != nil {
+			return nil, fmt.Errorf("receive: %w", err)
+		}
+		name = n
+		mb.t.s.resolved.Store(key, name)
+	} else if err := mb.t.s.closedErr(); err != nil {
 		return nil, fmt.Errorf("receive: %w", err)
 	}
 	r := mb.reader(name)

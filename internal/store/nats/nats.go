@@ -81,8 +81,9 @@ type Store struct {
 	beats        jetstream.KeyValue
 	inbox, log   jetstream.Stream
 
-	readers readers
-	mux     replyMux
+	readers  readers
+	resolved sync.Map // team generation/name as asked -> member name, for Receive
+	mux      replyMux
 
 	mu      sync.Mutex
 	closed  bool
