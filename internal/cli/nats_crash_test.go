@@ -253,7 +253,9 @@ func natsKillAndResume(t *testing.T, killLead bool) {
 	}
 	t.Logf("lead ended: %v", leadErr)
 	if killLead != (leadErr != nil) {
-		t.Fatalf("lead ended with %v (killed: %v)\n%s", leadErr, killLead, leadOut.String())
+		t.Errorf("lead ended with %v (killed: %v)\n%s", leadErr, killLead, leadOut.String())
+		dumpTeam(t, tm)
+		t.FailNow()
 	}
 	if killLead {
 		// Its teammates end with it (SIGTERM from the kernel when their
@@ -378,4 +380,25 @@ func auditStore(ctx context.Context, t *testing.T, tm store.Team, taskIDs []stri
 		}
 	}
 	t.Logf("audit: %d events, %d messages sent, %d delivered, %d waiting; claims %v", len(events), len(sent), len(seen), len(waiting), claimed)
+}
+
+// dumpTeam logs the board and the end of the journal of a run that failed.
+func dumpTeam(t *testing.T, tm store.Team) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if tasks, err := tm.Tasks().List(ctx); err == nil {
+		for _, task := range tasks {
+			t.Logf("task %s %s %s", task.ID, task.Status, task.Owner)
+		}
+	}
+	if evs, err := tm.Journal().Tail(ctx, 25); err == nil {
+		for _, e := range evs {
+			t.Logf("journal %s %s %s %v", e.TS.Format("15:04:05.000"), e.Agent, e.Type, e.Fields)
+		}
+	}
+	if r, err := tm.ReadRoster(ctx); err == nil {
+		for _, m := range r.Members {
+			t.Logf("member %s %s pid %d heartbeat %s", m.Name, m.Status, m.PID, m.HeartbeatAt.Format("15:04:05.000"))
+		}
+	}
 }

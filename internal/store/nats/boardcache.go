@@ -13,18 +13,16 @@ import (
 // board in memory, fed by one KV watcher. A claim runs its rule on that
 // copy and commits with the revision the copy holds: one round trip when
 // it wins; a lost compare-and-set runs the rule again on fresh reads, so
-// there is never a double claim. A claim the copy says is lost (the task
-// is claimed or done) fails without asking the server only while the
-// watcher has caught up with the bucket and the connection is up; any
-// other failure (no such task, blocked, no claimable task) is confirmed by
-// a fresh read, so a task made a moment ago by another client is found.
+// there is never a double claim. A claim the copy says fails is always
+// tried again on fresh reads: the copy may lag (a watcher that has not yet
+// caught up after the hub restarted once kept a task handed back looking
+// claimed, and the team stalled), and a claim must never fail on old news.
 
 // boardCache is one team's board as the watcher last delivered it.
 type boardCache struct {
 	mu      sync.Mutex
 	entries map[string]entry
-	ready   bool   // the bucket's values as of the watch's start are in
-	behind  uint64 // updates the server had not delivered at the last one
+	ready   bool // the bucket's values as of the watch's start are in
 	stopped bool
 }
 
@@ -87,7 +85,6 @@ func (s *Store) startCache(gen string, c *boardCache) {
 				if e == nil {
 					c.ready = true
 				} else {
-					c.behind = e.Delta()
 					c.put(e.Key(), entry{seq: e.Revision(), data: e.Value(),
 						gone: e.Operation() == jetstream.KeyValueDelete || e.Operation() == jetstream.KeyValuePurge})
 				}
@@ -114,24 +111,23 @@ func (c *boardCache) wrote(key string, e entry) {
 	c.mu.Unlock()
 }
 
-// snapshot returns a copy of the entries of the board and whether the
-// watcher had caught up (a failure read from it may be trusted).
-func (c *boardCache) snapshot() (map[string]entry, bool) {
+// snapshot returns a copy of the entries of the board.
+func (c *boardCache) snapshot() map[string]entry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make(map[string]entry, len(c.entries))
 	for k, e := range c.entries {
 		out[k] = e
 	}
-	return out, c.behind == 0 && !c.stopped
+	return out
 }
 
 // lookup returns the cached entry of key.
-func (c *boardCache) lookup(key string) (entry, bool, bool) {
+func (c *boardCache) lookup(key string) (entry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[key]
-	return e, ok, c.behind == 0 && !c.stopped
+	return e, ok
 }
 
 // cacheIfAny returns the cache of generation gen if one runs.

@@ -39,10 +39,8 @@ type tx struct {
 	writes map[string]*store.Task // nil: removed
 	all    bool                   // seen holds every task of the board
 	next   uint64                 // the last id NextID gave
-	// cache, when set, is read instead of the server; caught stays true
-	// while every read of it was made with the watcher caught up.
-	cache  *boardCache
-	caught bool
+	// cache, when set, is read instead of the server.
+	cache *boardCache
 }
 
 func (b *board) begin(ctx context.Context) *tx {
@@ -56,8 +54,7 @@ func (x *tx) load() error {
 		return nil
 	}
 	if x.cache != nil {
-		entries, caught := x.cache.snapshot()
-		x.caught = x.caught && caught
+		entries := x.cache.snapshot()
 		for k, e := range entries {
 			if _, ok := x.seen[k]; !ok {
 				x.seen[k] = e
@@ -89,8 +86,7 @@ func (x *tx) entry(key string) (entry, error) {
 		return entry{gone: true}, nil
 	}
 	if x.cache != nil {
-		e, ok, caught := x.cache.lookup(key)
-		x.caught = x.caught && caught
+		e, ok := x.cache.lookup(key)
 		if !ok {
 			e = entry{gone: true}
 		}
@@ -264,26 +260,22 @@ func (b *board) Update(ctx context.Context, id string, fn func(*store.Task) erro
 }
 
 func (b *board) Claim(ctx context.Context, id, owner string) (store.Task, error) {
-	return b.claim(ctx, func(x *tx) (store.Task, error) { return store.ClaimTask(x, id, owner, b.t.s.now()) }, func(err error) bool {
-		return errors.Is(err, store.ErrClaimed) || errors.Is(err, store.ErrNotPending)
-	})
+	return b.claim(ctx, func(x *tx) (store.Task, error) { return store.ClaimTask(x, id, owner, b.t.s.now()) })
 }
 
 func (b *board) ClaimNext(ctx context.Context, owner string) (store.Task, error) {
-	return b.claim(ctx, func(x *tx) (store.Task, error) { return store.ClaimNextTask(x, owner, b.t.s.now()) }, func(error) bool { return false })
+	return b.claim(ctx, func(x *tx) (store.Task, error) { return store.ClaimNextTask(x, owner, b.t.s.now()) })
 }
 
-// claim runs a claim rule once on the cached board (see boardcache.go),
-// and as do does, on fresh reads, when that try lost a compare-and-set or
-// failed in a way trusted does not accept from the cache.
-func (b *board) claim(ctx context.Context, rule func(*tx) (store.Task, error), trusted func(error) bool) (store.Task, error) {
+// claim runs a claim rule once on the cached board (see boardcache.go)
+// and, when that try failed or lost its compare-and-set, as do does, on
+// fresh reads: the cache only ever saves the read of a claim that wins.
+func (b *board) claim(ctx context.Context, rule func(*tx) (store.Task, error)) (store.Task, error) {
 	if b.t.archived == nil && b.t.s.closedErr() == nil {
 		if c := b.t.s.boardCache(b.t.gen); c != nil {
 			x := b.begin(ctx)
-			x.cache, x.caught = c, true
-			t, err := rule(x)
-			switch {
-			case err == nil:
+			x.cache = c
+			if t, err := rule(x); err == nil {
 				cerr := x.commit()
 				if cerr == nil {
 					return store.CloneTask(t), nil
@@ -291,8 +283,6 @@ func (b *board) claim(ctx context.Context, rule func(*tx) (store.Task, error), t
 				if !errors.Is(cerr, errConflict) {
 					return store.Task{}, fmt.Errorf("board of team %s: %w", b.t.name, cerr)
 				}
-			case trusted(err) && x.caught && b.t.s.nc.IsConnected():
-				return store.Task{}, err
 			}
 		}
 	}
