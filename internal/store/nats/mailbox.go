@@ -128,7 +128,7 @@ func (mb *mailbox) member(ctx context.Context, name string) (string, error) {
 	if err := mb.t.s.closedErr(); err != nil {
 		return "", err
 	}
-	r, err := mb.t.ReadRoster(ctx)
+	r, err := mb.t.rosterOnly(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -142,7 +142,7 @@ func (mb *mailbox) Send(ctx context.Context, m store.Message) (store.Message, er
 	if err := mb.t.s.closedErr(); err != nil {
 		return store.Message{}, err
 	}
-	r, err := mb.t.ReadRoster(ctx)
+	r, err := mb.t.rosterOnly(ctx)
 	if err != nil {
 		return store.Message{}, fmt.Errorf("send: %w", err)
 	}
@@ -169,7 +169,7 @@ func (mb *mailbox) Broadcast(ctx context.Context, m store.Message) ([]store.Mess
 	if err := mb.t.s.closedErr(); err != nil {
 		return nil, err
 	}
-	r, err := mb.t.ReadRoster(ctx)
+	r, err := mb.t.rosterOnly(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("broadcast: %w", err)
 	}
@@ -180,8 +180,22 @@ func (mb *mailbox) Broadcast(ctx context.Context, m store.Message) ([]store.Mess
 // already handed; it waits on a core subscription to the inbox's subject,
 // which every publish reaches, so that nothing polls.
 func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message, error) {
-	name, err := mb.member(context.WithoutCancel(ctx), member)
-	if err != nil {
+	// A name once resolved stays resolved for this client: a member is
+	// never renamed, and a reader that keeps receiving should not pay a
+	// roster read on every wake.
+	key := mb.t.gen + "/" + member
+	name, ok := "", false
+	if v, hit := mb.t.s.resolved.Load(key); hit {
+		name, ok = v.(string), true
+	}
+	if !ok {
+		n, err := mb.member(context.WithoutCancel(ctx), member)
+		if err != nil {
+			return nil, fmt.Errorf("receive: %w", err)
+		}
+		name = n
+		mb.t.s.resolved.Store(key, name)
+	} else if err := mb.t.s.closedErr(); err != nil {
 		return nil, fmt.Errorf("receive: %w", err)
 	}
 	r := mb.reader(name)

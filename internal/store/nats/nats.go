@@ -60,6 +60,9 @@ type Options struct {
 	// Replicas is how many servers keep each bucket and stream (1 unless
 	// set; 3 on a 3-node cluster).
 	Replicas int
+	// HeartbeatTTL is how long a member's heartbeat key lives without a
+	// new beat (DefaultHeartbeatTTL unless set; at least a second).
+	HeartbeatTTL time.Duration
 	// Name names the connection on the server (monitoring shows it).
 	Name   string
 	Logger *slog.Logger
@@ -75,15 +78,18 @@ type Store struct {
 	opts Options
 
 	teams, tasks jetstream.KeyValue
+	beats        jetstream.KeyValue
 	inbox, log   jetstream.Stream
 
-	readers readers
-	mux     replyMux
+	readers  readers
+	resolved sync.Map // team generation/name as asked -> member name, for Receive
+	mux      replyMux
 
 	mu      sync.Mutex
 	closed  bool
 	closers []func()
 	done    chan struct{}
+	caches  map[string]*boardCache // by team generation (boardcache.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -103,6 +109,10 @@ func Open(ctx context.Context, servers string, opts Options) (*Store, error) {
 	if opts.Replicas <= 0 {
 		opts.Replicas = 1
 	}
+	if opts.HeartbeatTTL <= 0 {
+		opts.HeartbeatTTL = DefaultHeartbeatTTL
+	}
+	opts.HeartbeatTTL = max(opts.HeartbeatTTL.Truncate(time.Second), time.Second)
 	nopts := []natsgo.Option{
 		natsgo.MaxReconnects(-1),
 		natsgo.ReconnectWait(250 * time.Millisecond),
@@ -182,6 +192,12 @@ func setup(ctx context.Context, nc *natsgo.Conn, opts Options) (*Store, error) {
 	}
 	if s.tasks, err = kv(tasksBucket, "troupe: task boards"); err != nil {
 		return nil, err
+	}
+	if s.beats, err = js.KeyValue(ctx, beatsBucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+		s.beats, err = js.CreateOrUpdateKeyValue(ctx, beatsConfig(opts.Replicas))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s (per-key TTL needs nats-server 2.11 or later): %w", beatsBucket, err)
 	}
 	// A change to the board may touch several tasks: it is committed as one
 	// atomic batch, which the bucket's stream must allow.

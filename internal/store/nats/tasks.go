@@ -39,6 +39,8 @@ type tx struct {
 	writes map[string]*store.Task // nil: removed
 	all    bool                   // seen holds every task of the board
 	next   uint64                 // the last id NextID gave
+	// cache, when set, is read instead of the server.
+	cache *boardCache
 }
 
 func (b *board) begin(ctx context.Context) *tx {
@@ -49,6 +51,16 @@ func (b *board) begin(ctx context.Context) *tx {
 // task.
 func (x *tx) load() error {
 	if x.all {
+		return nil
+	}
+	if x.cache != nil {
+		entries := x.cache.snapshot()
+		for k, e := range entries {
+			if _, ok := x.seen[k]; !ok {
+				x.seen[k] = e
+			}
+		}
+		x.all = true
 		return nil
 	}
 	msgs, err := x.b.t.s.lastOf(x.ctx, tasksBucket, x.b.t.gen+".>")
@@ -72,6 +84,14 @@ func (x *tx) entry(key string) (entry, error) {
 	}
 	if x.all {
 		return entry{gone: true}, nil
+	}
+	if x.cache != nil {
+		e, ok := x.cache.lookup(key)
+		if !ok {
+			e = entry{gone: true}
+		}
+		x.seen[key] = e
+		return e, nil
 	}
 	m, ok, err := x.b.t.s.lastFor(x.ctx, tasksBucket, key)
 	if err != nil {
@@ -192,7 +212,14 @@ func (x *tx) commit() error {
 		}
 		ws = append(ws, w)
 	}
-	_, err := x.b.t.s.commit(x.ctx, ws)
+	seq, err := x.b.t.s.commit(x.ctx, ws)
+	if err == nil && len(ws) == 1 {
+		// The server answered with the new revision: the cache has this
+		// client's own write at once, before its watcher brings it.
+		if c := x.b.t.s.cacheIfAny(x.b.t.gen); c != nil {
+			c.wrote(keyOf(tasksBucket, ws[0].subject), entry{seq: seq, data: ws[0].data, gone: ws[0].del})
+		}
+	}
 	return err
 }
 
@@ -233,11 +260,33 @@ func (b *board) Update(ctx context.Context, id string, fn func(*store.Task) erro
 }
 
 func (b *board) Claim(ctx context.Context, id, owner string) (store.Task, error) {
-	return b.do(ctx, func(x *tx) (store.Task, error) { return store.ClaimTask(x, id, owner, b.t.s.now()) })
+	return b.claim(ctx, func(x *tx) (store.Task, error) { return store.ClaimTask(x, id, owner, b.t.s.now()) })
 }
 
 func (b *board) ClaimNext(ctx context.Context, owner string) (store.Task, error) {
-	return b.do(ctx, func(x *tx) (store.Task, error) { return store.ClaimNextTask(x, owner, b.t.s.now()) })
+	return b.claim(ctx, func(x *tx) (store.Task, error) { return store.ClaimNextTask(x, owner, b.t.s.now()) })
+}
+
+// claim runs a claim rule once on the cached board (see boardcache.go)
+// and, when that try failed or lost its compare-and-set, as do does, on
+// fresh reads: the cache only ever saves the read of a claim that wins.
+func (b *board) claim(ctx context.Context, rule func(*tx) (store.Task, error)) (store.Task, error) {
+	if b.t.archived == nil && b.t.s.closedErr() == nil {
+		if c := b.t.s.boardCache(b.t.gen); c != nil {
+			x := b.begin(ctx)
+			x.cache = c
+			if t, err := rule(x); err == nil {
+				cerr := x.commit()
+				if cerr == nil {
+					return store.CloneTask(t), nil
+				}
+				if !errors.Is(cerr, errConflict) {
+					return store.Task{}, fmt.Errorf("board of team %s: %w", b.t.name, cerr)
+				}
+			}
+		}
+	}
+	return b.do(ctx, rule)
 }
 
 func (b *board) Get(ctx context.Context, id string) (store.Task, error) {

@@ -351,8 +351,24 @@ func (s *Store) OpenArchive(ctx context.Context, id string) (store.Team, error) 
 
 var errArchived = errors.New("an archived team is read only")
 
-// ReadRoster returns the current roster.
+// ReadRoster returns the current roster, heartbeats included.
 func (t *Team) ReadRoster(ctx context.Context) (store.Roster, error) {
+	r, err := t.rosterOnly(ctx)
+	if err != nil || t.archived != nil {
+		return r, err
+	}
+	beats, err := t.readBeats(ctx)
+	if err != nil {
+		return store.Roster{}, err
+	}
+	withBeats(&r, beats)
+	return r, nil
+}
+
+// rosterOnly is the roster as stored, without the heartbeat keys: one
+// round trip, for the mailbox, which needs names and statuses, never
+// heartbeats.
+func (t *Team) rosterOnly(ctx context.Context) (store.Roster, error) {
 	if err := t.s.closedErr(); err != nil {
 		return store.Roster{}, err
 	}
@@ -370,7 +386,9 @@ func (t *Team) ReadRoster(ctx context.Context) (store.Roster, error) {
 }
 
 // UpdateRoster is a read-modify-write with a compare-and-set, run again
-// when another client wrote first (fn may then run more than once).
+// when another client wrote first (fn may then run more than once). A
+// change of heartbeats alone writes the members' heartbeat keys instead
+// (see liveness.go).
 func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (store.Roster, error) {
 	if err := t.s.closedErr(); err != nil {
 		return store.Roster{}, err
@@ -386,6 +404,11 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 		if !ok || rec.Gen != t.gen {
 			return store.Roster{}, fmt.Errorf("%w: %s", store.ErrTeamNotFound, t.name)
 		}
+		beats, err := t.readBeats(ctx)
+		if err != nil {
+			return store.Roster{}, err
+		}
+		withBeats(&rec.Roster, beats)
 		cur := rec.Roster
 		next := cur.Clone()
 		if err := fn(&next); err != nil {
@@ -398,6 +421,12 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 		if err := next.NormalizeMembers(); err != nil {
 			return store.Roster{}, fmt.Errorf("update roster of team %s: %w", t.name, err)
 		}
+		if fwd, ok := beatOnly(cur, next); ok {
+			if err := t.beat(ctx, fwd); err != nil {
+				return store.Roster{}, err
+			}
+			return next.Clone(), nil
+		}
 		data, err := json.Marshal(teamRec{Gen: t.gen, Roster: next})
 		if err != nil {
 			return store.Roster{}, err
@@ -409,6 +438,7 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 		if err != nil {
 			return store.Roster{}, fmt.Errorf("update roster of team %s: %w", t.name, err)
 		}
+		t.forgetBeats(ctx, cur, next)
 		return next.Clone(), nil
 	}
 }

@@ -1,0 +1,404 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
+	"github.com/troupe-dev/troupe/internal/store"
+)
+
+// relayScript is a team of two teammate processes working four tasks off
+// the board, each reporting to the lead, slowly enough to be killed in the
+// middle.
+const relayScript = `
+rules:
+  - agent: team-lead
+    contains: "Team up"
+    reply:
+      - tool_use: {name: TeamCreate, input: {team_name: relay}}
+      - tool_use: {name: TaskCreate, input: {subject: "Part one"}}
+      - tool_use: {name: TaskCreate, input: {subject: "Part two"}}
+      - tool_use: {name: TaskCreate, input: {subject: "Part three"}}
+      - tool_use: {name: TaskCreate, input: {subject: "Part four"}}
+      - tool_use: {name: Task, input: {team_name: relay, name: alice, description: writer, prompt: "Take tasks from the board."}}
+      - tool_use: {name: Task, input: {team_name: relay, name: bob, description: writer, prompt: "Take tasks from the board."}}
+  - agent: team-lead
+    times: 0
+    reply: [{text: "Done."}]
+%s
+  - times: 0
+    reply: [{text: "Waiting for work."}]
+`
+
+const relayTask = `  - contains: "You claimed task #%[1]d"
+    times: 0
+    reply:
+      - tool_use: {name: write_file, input: {path: part%[1]d.md, content: "# Part %[1]d"}}
+      - tool_use: {name: TaskUpdate, input: {taskId: "%[1]d", status: completed}}
+      - tool_use: {name: SendMessage, input: {recipient: team-lead, content: "part %[1]d is written"}}
+`
+
+// hubProc is a `troupe hub` process on a fixed loopback port and data
+// directory, so that it can be killed and started again in its place.
+type hubProc struct {
+	t              *testing.T
+	port, dir, tok string
+	cmd            *exec.Cmd
+	out            bytes.Buffer
+}
+
+func (h *hubProc) start() {
+	h.t.Helper()
+	h.out.Reset()
+	h.cmd = troupeCmd(h.t, "hub", "--addr", "127.0.0.1:"+h.port, "--dir", h.dir, "--token", h.tok)
+	h.cmd.Stdout, h.cmd.Stderr = &h.out, &h.out
+	if err := h.cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+h.port, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("hub not listening on %s after 60s: %v\n%s", h.port, err, h.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (h *hubProc) kill9() {
+	_ = h.cmd.Process.Signal(syscall.SIGKILL)
+	_ = h.cmd.Wait()
+}
+
+func (h *hubProc) stop() {
+	_ = h.cmd.Process.Signal(syscall.SIGINT)
+	_ = h.cmd.Wait()
+}
+
+// journalWaiter reads a team's journal through the store as it grows.
+type journalWaiter struct {
+	j      store.Journal
+	ch     <-chan struct{}
+	cursor store.Cursor
+	seen   []store.Event
+}
+
+// until waits for an event after the ones already seen that ok accepts.
+func (w *journalWaiter) until(ctx context.Context, ok func(store.Event) bool) (store.Event, error) {
+	for {
+		evs, c, err := w.j.ReadAfter(ctx, w.cursor)
+		if err == nil {
+			w.cursor = c
+			for _, e := range evs {
+				w.seen = append(w.seen, e)
+				if ok(e) {
+					return e, nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return store.Event{}, fmt.Errorf("%w (journal read: %v)", ctx.Err(), err)
+		case <-w.ch:
+		case <-time.After(2 * time.Second):
+			// A watch set up against a hub that was killed and started
+			// again may have missed a wake; reading again is cheap.
+		}
+	}
+}
+
+// TestNatsKillAndResume kills with SIGKILL, in one run of a team on a
+// `troupe hub` process: a teammate process at its first claim (the lead
+// restarts it), then the hub itself after a task is completed (started
+// again on the same data directory), and resumes the team when the lead
+// did not finish by itself. Every task ends completed exactly once, none is
+// claimed twice, and every message sent was delivered once or waits in its
+// inbox: 0 lost, 0 duplicated, 0 double claims.
+func TestNatsKillAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and resumes real processes; not run with -short")
+	}
+	for _, tc := range []struct {
+		name     string
+		killLead bool // the lead dies with the hub: a resume finishes the run
+	}{
+		{"hub", false},
+		{"hub-and-lead", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { natsKillAndResume(t, tc.killLead) })
+	}
+}
+
+func natsKillAndResume(t *testing.T, killLead bool) {
+	var tasks string
+	for i := 1; i <= 4; i++ {
+		tasks += fmt.Sprintf(relayTask, i)
+	}
+	script, err := fakeapi.ParseScript([]byte(fmt.Sprintf(relayScript, tasks)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := fakeapi.New(script, fakeapi.Options{Latency: 150 * time.Millisecond})
+	apiURL, err := api.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	hub := &hubProc{t: t, port: port, dir: filepath.Join(t.TempDir(), "hub"), tok: "kill-test-token-0123456789"}
+	hub.start()
+	defer hub.stop()
+	storeURL := "nats://127.0.0.1:" + port
+
+	ws := t.TempDir()
+	env := []string{"ANTHROPIC_BASE_URL=" + apiURL, "ANTHROPIC_API_KEY=sk-fake", "NATS_TOKEN=" + hub.tok}
+	lead := troupeCmd(t, "-p", "Team up", "--workspace", ws, "--dangerously-skip-permissions", "--teammate-mode", "process", "--store", storeURL)
+	lead.Env = append(lead.Env, env...)
+	var leadOut bytes.Buffer
+	lead.Stdout, lead.Stderr = &leadOut, &leadOut
+	if err := lead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	leadDone := make(chan error, 1)
+	go func() { leadDone <- lead.Wait() }()
+	defer func() {
+		_ = lead.Process.Kill()
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	st, err := store.Open(ctx, storeURL+"?token="+hub.tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var tm store.Team
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if tm, err = st.Team(ctx, "relay"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("team relay never created: %v\n%s", err, leadOut.String())
+		}
+	}
+	ch, err := tm.Journal().Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jw := &journalWaiter{j: tm.Journal(), ch: ch}
+
+	// 1. A teammate process dies at its first claim.
+	claim, err := jw.until(ctx, func(e store.Event) bool { return e.Type == "claim" })
+	if err != nil {
+		t.Fatalf("no claim: %v\n%s", err, leadOut.String())
+	}
+	victim := fmt.Sprint(claim.Fields["owner"])
+	r, err := tm.ReadRoster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := r.Member(victim)
+	if !ok || m.PID <= 0 || m.PID == lead.Process.Pid {
+		t.Fatalf("no process of %s on the roster: %+v", victim, m)
+	}
+	t.Logf("kill -9 %s (pid %d) at its claim of task %v", victim, m.PID, claim.Fields["task"])
+	if err := syscall.Kill(m.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jw.until(ctx, func(e store.Event) bool { return e.Type == "restart" && e.Fields["member"] == victim }); err != nil {
+		t.Fatalf("%s never restarted: %v\n%s", victim, err, leadOut.String())
+	}
+
+	// 2. The hub dies once a task is completed, and starts again on its
+	// data directory.
+	done, err := jw.until(ctx, func(e store.Event) bool { return e.Type == "complete" })
+	if err != nil {
+		t.Fatalf("no task completed: %v\n%s", err, leadOut.String())
+	}
+	t.Logf("kill -9 the hub after task %v was completed", done.Fields["task"])
+	hub.kill9()
+	if killLead {
+		t.Logf("kill -9 the lead (pid %d) while the hub is down", lead.Process.Pid)
+		_ = lead.Process.Signal(syscall.SIGKILL)
+	}
+	hub.start()
+
+	var leadErr error
+	select {
+	case leadErr = <-leadDone:
+	case <-ctx.Done():
+		t.Fatalf("the lead did not end after the hub restarted\n%s", leadOut.String())
+	}
+	t.Logf("lead ended: %v", leadErr)
+	if killLead != (leadErr != nil) {
+		t.Errorf("lead ended with %v (killed: %v)\n%s", leadErr, killLead, leadOut.String())
+		dumpTeam(t, tm)
+		t.FailNow()
+	}
+	if killLead {
+		// Its teammates end with it (SIGTERM from the kernel when their
+		// parent dies); the resume starts them again.
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if exec.Command("pgrep", "-f", ws).Run() != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("teammates of the killed lead still run after 60s")
+			}
+		}
+		res := troupeCmd(t, "resume", "relay", "--workspace", ws, "--headless", "--teammate-mode", "process", "--store", storeURL)
+		res.Env = append(res.Env, env...)
+		if b, err := res.CombinedOutput(); err != nil {
+			t.Fatalf("resume: %v\n%s\nthe run was:\n%s", err, b, leadOut.String())
+		}
+	}
+	if b, err := exec.Command("pgrep", "-f", ws).Output(); err == nil {
+		t.Errorf("processes left running for %s:\n%s", ws, b)
+	}
+	auditStore(ctx, t, tm, []string{"1", "2", "3", "4"})
+}
+
+// auditStore checks a team's state through the store once its processes
+// are gone: every task completed once and claimed once, every message
+// delivered at most once and, if never delivered, still in its inbox.
+func auditStore(ctx context.Context, t *testing.T, tm store.Team, taskIDs []string) {
+	t.Helper()
+	events, err := tm.Journal().Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	completed, claimed := map[string]int{}, map[string]int{}
+	owner := map[string]string{}
+	sent := map[string]string{} // id -> recipient
+	for _, e := range events {
+		task := fmt.Sprint(e.Fields["task"])
+		switch e.Type {
+		case "complete":
+			completed[task]++
+			owner[task] = ""
+		case "claim":
+			claimed[task]++
+			if owner[task] != "" {
+				t.Errorf("task %s claimed by %v while %s held it (double claim)", task, e.Fields["owner"], owner[task])
+			}
+			owner[task] = fmt.Sprint(e.Fields["owner"])
+		case "hand_back":
+			t.Logf("journal: %s %v", e.Type, e.Fields)
+			owner[task] = "" // back on the board: it may be claimed again
+		case "dead":
+			t.Logf("journal: %s %v", e.Type, e.Fields)
+			if freed, ok := e.Fields["freed_tasks"].([]any); ok {
+				for _, id := range freed {
+					owner[fmt.Sprint(id)] = ""
+				}
+			}
+		case "send":
+			sent[fmt.Sprint(e.Fields["id"])] = fmt.Sprint(e.Fields["to"])
+		}
+	}
+	for _, id := range taskIDs {
+		if completed[id] != 1 {
+			t.Errorf("task %s completed %d times, want exactly once", id, completed[id])
+		}
+	}
+	tasks, err := tm.Tasks().List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		if task.Status != store.TaskCompleted {
+			t.Errorf("task %s is %s, want completed", task.ID, task.Status)
+		}
+	}
+	r, err := tm.ReadRoster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, name := range r.Names() {
+		lines, err := tm.Transcripts().Read(ctx, name)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("transcript of %s: %v", name, err)
+		}
+		for _, l := range lines {
+			var rec map[string]any
+			if json.Unmarshal(l, &rec) != nil {
+				continue
+			}
+			for _, key := range []string{"delivered", "ids"} {
+				if ids, ok := rec[key].([]any); ok {
+					for _, id := range ids {
+						seen[fmt.Sprint(id)]++
+					}
+				}
+			}
+		}
+	}
+	if len(sent) == 0 || len(seen) == 0 {
+		t.Fatalf("nothing to audit: %d messages sent, %d delivered", len(sent), len(seen))
+	}
+	for id, n := range seen {
+		if n > 1 {
+			t.Errorf("message %s reached its recipient %d times", id, n)
+		}
+	}
+	waiting := map[string]bool{}
+	for _, name := range r.Names() {
+		msgs, err := tm.Mailbox().Peek(ctx, name)
+		if err != nil {
+			t.Fatalf("inbox of %s: %v", name, err)
+		}
+		for _, m := range msgs {
+			waiting[m.ID] = true
+		}
+	}
+	for id, to := range sent {
+		if seen[id] == 0 && !waiting[id] {
+			t.Errorf("message %s to %s was lost: never delivered and not in its inbox", id, to)
+		}
+	}
+	t.Logf("audit: %d events, %d messages sent, %d delivered, %d waiting; claims %v", len(events), len(sent), len(seen), len(waiting), claimed)
+}
+
+// dumpTeam logs the board and the end of the journal of a run that failed.
+func dumpTeam(t *testing.T, tm store.Team) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if tasks, err := tm.Tasks().List(ctx); err == nil {
+		for _, task := range tasks {
+			t.Logf("task %s %s %s", task.ID, task.Status, task.Owner)
+		}
+	}
+	if evs, err := tm.Journal().Tail(ctx, 25); err == nil {
+		for _, e := range evs {
+			t.Logf("journal %s %s %s %v", e.TS.Format("15:04:05.000"), e.Agent, e.Type, e.Fields)
+		}
+	}
+	if r, err := tm.ReadRoster(ctx); err == nil {
+		for _, m := range r.Members {
+			t.Logf("member %s %s pid %d heartbeat %s", m.Name, m.Status, m.PID, m.HeartbeatAt.Format("15:04:05.000"))
+		}
+	}
+}
