@@ -35,6 +35,9 @@ type Config struct {
 	// teammates so a run can be recorded and replayed exactly (see package
 	// pace); nil runs them freely.
 	Pacer *pace.Pacer
+	// Remote is the git remote teammates on other machines clone, recorded
+	// in the roster at TeamCreate.
+	Remote RemoteGit
 
 	Limits
 	Prompts

@@ -152,7 +152,10 @@ type MergeRecord struct {
 	Commit string              `json:"commit,omitempty"`
 	Files  []worktree.Conflict `json:"conflicts,omitempty"`
 	Error  string              `json:"error,omitempty"`
-	At     time.Time           `json:"at"`
+	// Pushed is the commit a remote teammate pushed for the lead to merge
+	// (remote placement); the lead's outcome carries it back.
+	Pushed string    `json:"pushed,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // MergeQueue returns the merge queue's records, oldest first: the tasks
@@ -240,6 +243,9 @@ func (b *binding) mergeOnComplete(ctx context.Context, t store.Team, id string) 
 		return "", ""
 	}
 	m, ok := r.Member(owner)
+	if ok && m.Placement == PlacementRemote {
+		return b.pushOnComplete(ctx, t, task, *m)
+	}
 	if !ok || m.Worktree == "" {
 		return "", ""
 	}
