@@ -25,6 +25,7 @@ func (a *app) agentCmd() *cobra.Command {
 		pf                    providerFlags
 		allowed, disallowed   []string
 		mcpServers            []string
+		jf                    joinFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --team T --name N",
@@ -41,12 +42,25 @@ $XDG_STATE_HOME/troupe/keys (default ~/.local/state/troupe/keys), or the copy
 unsigned, its answers would be refused as forgeries, and it could not tell the
 lead's answers from forged ones.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if teamName == "" || name == "" {
-				return withCode(ExitUsage, errors.New("--team and --name are required"))
+			var j joined
+			if jf.url != "" || jf.wait {
+				// On another machine: the store is the hub, the workspace
+				// the teammate's own clone of the team's remote.
+				var err error
+				if j, err = a.join(jf, teamName, name); err != nil {
+					return err
+				}
+				teamName, name = j.team, j.name
 			}
-			dir, err := a.Workspace()
-			if err != nil {
-				return withCode(ExitUsage, err)
+			dir := j.dir
+			if teamName == "" || name == "" {
+				return withCode(ExitUsage, errors.New("--team and --name are required (or --join URL --wait)"))
+			}
+			if dir == "" {
+				var err error
+				if dir, err = a.Workspace(); err != nil {
+					return withCode(ExitUsage, err)
+				}
 			}
 			provider, _, err := a.buildProvider(pf, maxRetries)
 			if err != nil {
@@ -72,6 +86,8 @@ lead's answers from forged ones.`,
 			}
 			var key []byte
 			switch {
+			case j.key != nil:
+				key = j.key
 			case keyFD >= 0:
 				key, err = teamkey.ReadFD(keyFD)
 			case keyFile != "":
@@ -117,6 +133,7 @@ lead's answers from forged ones.`,
 	cmd.Flags().StringArrayVar(&a.run.claude.mcpConfig, "mcp-config", nil, "MCP servers to read too (the lead's --mcp-config)")
 	cmd.Flags().StringVar(&a.run.claude.mcpStartup, "mcp-startup", "session", "when MCP servers start (the lead's --mcp-startup)")
 	cmd.Flags().StringSliceVar(&mcpServers, "mcp-servers", nil, "start and offer only these MCP servers (comma-separated; the spawn's mcp_servers)")
+	jf.add(cmd)
 	pf.add(cmd.Flags())
 	return cmd
 }

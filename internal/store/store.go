@@ -247,7 +247,10 @@ type Member struct {
 	// its own clone of the team's Remote (troupe agent --join): Worktree is
 	// then that clone's path there, and its branch is pushed, not merged
 	// where it runs.
-	Placement   string    `json:"placement,omitempty"`
+	Placement string `json:"placement,omitempty"`
+	// Key is the public key of an agent waiting in a pool, which the lead
+	// seals the team's key to when it takes the agent.
+	Key         string    `json:"key,omitempty"`
 	PID         int       `json:"pid"`
 	HeartbeatAt time.Time `json:"heartbeat_at"`
 	JoinedAt    time.Time `json:"joined_at"`

@@ -92,8 +92,11 @@ type remoteMerger struct {
 	done   chan struct{}
 }
 
-// mergeRemote starts the session's remote merge queue for team t, once.
+// mergeRemote starts the session's remote merge queue for team t, once,
+// and has the session follow its remote teammates' journal events (as it
+// follows teammate processes).
 func (s *Session) mergeRemote(t store.Team) {
+	s.sup.followRemote(t)
 	rm := &s.remote
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
@@ -373,6 +376,10 @@ type Assignment struct {
 	Role   string `json:"role,omitempty"`
 	Model  string `json:"model,omitempty"`
 	Prompt string `json:"prompt,omitempty"`
+	// SealedKey is the team's key sealed to the waiting agent's public
+	// key ("": the team is unsealed); TeamKey is it opened.
+	SealedKey string `json:"sealed_key,omitempty"`
+	TeamKey   []byte `json:"-"`
 }
 
 // assignmentSummary marks the pool message that carries an Assignment.
@@ -401,7 +408,7 @@ func (s *Session) spawnRemote(ctx context.Context, t store.Team, pool string, m 
 	if err != nil {
 		return "", fmt.Errorf("pool %q: %w", pool, err)
 	}
-	agentName, err := takeWaiting(ctx, ptm, m.Name)
+	agentName, agentKey, err := takeWaiting(ctx, ptm, m.Name)
 	if err != nil {
 		if errors.Is(err, errNoneWaiting) {
 			return "", noAgent
@@ -439,7 +446,14 @@ func (s *Session) spawnRemote(ctx context.Context, t store.Team, pool string, m 
 		giveBack()
 		return "", fmt.Errorf("give %s its prompt: %w", m.Name, err)
 	}
-	asg, _ := json.Marshal(Assignment{Team: t.Name(), Name: m.Name, Role: m.Role, Model: m.Model, Prompt: prompt})
+	a := Assignment{Team: t.Name(), Name: m.Name, Role: m.Role, Model: m.Model, Prompt: prompt}
+	if key := s.teamKey(); len(key) > 0 {
+		if a.SealedKey, err = sealTeamKey(agentKey, key); err != nil {
+			giveBack()
+			return "", fmt.Errorf("hand %s to %s of pool %q: %w", m.Name, agentName, pool, err)
+		}
+	}
+	asg, _ := json.Marshal(a)
 	if _, err := ptm.Mailbox().Send(ctx, store.Message{Type: store.TypeMessage, From: store.LeadName, To: agentName,
 		Summary: assignmentSummary, Content: string(asg)}); err != nil {
 		giveBack()
@@ -462,10 +476,10 @@ var errNoneWaiting = errors.New("no agent waiting")
 
 // takeWaiting claims one live waiting agent of a pool (compare-and-set on
 // the pool's roster): the one called want, else the one waiting longest.
-func takeWaiting(ctx context.Context, pool store.Team, want string) (string, error) {
-	var got string
+func takeWaiting(ctx context.Context, pool store.Team, want string) (name, key string, err error) {
+	var got, gotKey string
 	now := time.Now()
-	_, err := pool.UpdateRoster(ctx, func(r *store.Roster) error {
+	_, err = pool.UpdateRoster(ctx, func(r *store.Roster) error {
 		got = ""
 		var cands []*store.Member
 		for i := range r.Members {
@@ -488,10 +502,10 @@ func takeWaiting(ctx context.Context, pool store.Team, want string) (string, err
 			}
 		}
 		pick.Status = store.StatusWorking
-		got = pick.Name
+		got, gotKey = pick.Name, pick.Key
 		return nil
 	})
-	return got, err
+	return got, gotKey, err
 }
 
 // WaitInPool registers an agent as waiting in pool (through the store's
@@ -520,17 +534,22 @@ func WaitInPool(ctx context.Context, st store.Store, pool, name string, ready fu
 	if err != nil {
 		return Assignment{}, fmt.Errorf("pool %q: %w", pool, err)
 	}
+	priv, pub, err := newPoolKey()
+	if err != nil {
+		return Assignment{}, err
+	}
 	now := time.Now().UTC()
 	host, _ := os.Hostname()
 	if _, err := t.UpdateRoster(ctx, func(r *store.Roster) error {
 		if w, ok := r.Member(name); ok {
-			if w.Status != store.StatusShutdown && !Dead(*w, now) {
+			gone := w.CWD == host && w.PID > 0 && !processAlive(w.PID) // killed on this machine
+			if w.Status != store.StatusShutdown && !Dead(*w, now) && !gone {
 				return fmt.Errorf("an agent called %q is already waiting in pool %q (pid %d on %s); give another --name", name, pool, w.PID, w.CWD)
 			}
 			r.Members = removeMember(r.Members, name)
 		}
 		r.Members = append(r.Members, store.Member{Name: name, AgentType: poolAgent, Status: store.StatusIdle, CWD: host,
-			PID: os.Getpid(), JoinedAt: now, HeartbeatAt: now})
+			PID: os.Getpid(), JoinedAt: now, HeartbeatAt: now, Key: pub})
 		return nil
 	}); err != nil {
 		return Assignment{}, fmt.Errorf("pool %q: %w", pool, err)
@@ -567,6 +586,11 @@ func WaitInPool(ctx context.Context, st store.Store, pool, name string, ready fu
 			var a Assignment
 			if err := json.Unmarshal([]byte(msg.Content), &a); err != nil || a.Team == "" || a.Name == "" {
 				continue
+			}
+			if a.SealedKey != "" {
+				if a.TeamKey, err = openTeamKey(priv, a.SealedKey); err != nil {
+					continue // not sealed to this agent: not its assignment
+				}
 			}
 			leave()
 			return a, nil
@@ -663,4 +687,39 @@ func Join(ctx context.Context, t store.Team, name, dir string) (string, error) {
 		return "", err
 	}
 	return abs, nil
+}
+
+// followRemote follows the journal events of t's remote teammates, unless
+// the session follows every teammate process already.
+func (sv *supervisor) followRemote(t store.Team) {
+	if sv.cfg.OnEvent == nil {
+		return
+	}
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if sv.follower != nil && sv.follower.t.Name() == t.Name() {
+		return
+	}
+	if sv.follower != nil {
+		return // another team's, stopped with it
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &follower{sv: sv, t: t, stop: cancel, done: make(chan struct{}), remoteOnly: true}
+	sv.follower = f
+	go f.run(ctx)
+}
+
+// remoteMembers names the members of t placed on other machines.
+func remoteMembers(ctx context.Context, t store.Team) map[string]bool {
+	out := map[string]bool{}
+	r, err := t.ReadRoster(ctx)
+	if err != nil {
+		return out
+	}
+	for _, m := range r.Members {
+		if m.Placement == PlacementRemote {
+			out[m.Name] = true
+		}
+	}
+	return out
 }
