@@ -11,8 +11,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/troupe-dev/troupe/internal/llm/anthropic"
 	"github.com/troupe-dev/troupe/internal/store"
 	"github.com/troupe-dev/troupe/internal/team"
+	"github.com/troupe-dev/troupe/internal/tool"
 )
 
 func withRemote(url string) option { return func(c *team.Config) { c.Remote.URL = url } }
@@ -146,4 +148,132 @@ rules:
 		t.Errorf("alice on the roster: %+v", m)
 	}
 
+}
+
+// TestRemoteConflictGoesBackToOwner: two teammates on other machines
+// (goroutines here, each in its own clone) change the same line. alice's
+// pushed branch merges; bob's conflicts: his completion is refused with the
+// file and the hunk, the lead hears of it, and once bob merged the base in
+// his clone and completed again, the lead's checkout has his resolution.
+func TestRemoteConflictGoesBackToOwner(t *testing.T) {
+	remote := filepath.Join(t.TempDir(), "remote.git")
+	f := start(t, `
+rules:
+  - agent: team-lead
+    contains: "Go"
+    reply:
+      - tool_use: {name: TeamCreate, input: {team_name: rt}}
+      - tool_use: {name: TaskCreate, input: {subject: "Alice edits c", role: a}}
+      - tool_use: {name: TaskCreate, input: {subject: "Bob edits c", role: b, blockedBy: ["1"]}}
+      - tool_use: {name: Task, input: {team_name: rt, name: alice, role: a, description: a, prompt: "Wait.", isolation: remote, pool: p}}
+      - tool_use: {name: Task, input: {team_name: rt, name: bob, role: b, description: b, prompt: "Wait.", isolation: remote, pool: p}}
+  - agent: team-lead
+    times: 0
+    reply: [{text: "ok"}]
+  - agent: alice
+    contains: "task #1: Alice edits c"
+    reply:
+      - tool_use: {name: write_file, input: {path: c.txt, content: "alice\n"}}
+      - tool_use: {name: TaskUpdate, input: {taskId: "1", status: completed}}
+  - agent: bob
+    contains: "is not completed: merging your branch"
+    reply:
+      - tool_use: {name: bash, input: {command: "git merge origin/main || true"}}
+      - tool_use: {name: write_file, input: {path: c.txt, content: "bob and alice\n"}}
+      - tool_use: {name: TaskUpdate, input: {taskId: "2", status: completed}}
+  - agent: bob
+    contains: "task #2: Bob edits c"
+    reply:
+      - tool_use: {name: write_file, input: {path: c.txt, content: "bob\n"}}
+      - tool_use: {name: TaskUpdate, input: {taskId: "2", status: completed}}
+  - agent: alice
+    times: 0
+    reply: [{text: "done"}]
+  - agent: bob
+    times: 0
+    reply: [{text: "done"}]
+`, withRemote(remote))
+	gitInit(t, f.ws, map[string]string{"c.txt": "three\n"})
+	if out, err := exec.Command("git", "clone", "--quiet", "--bare", f.ws, remote).CombinedOutput(); err != nil {
+		t.Fatalf("git clone --bare: %v\n%s", err, out)
+	}
+	t.Setenv("GIT_AUTHOR_NAME", "t")
+	t.Setenv("GIT_AUTHOR_EMAIL", "t@t")
+	t.Setenv("GIT_COMMITTER_NAME", "t")
+	t.Setenv("GIT_COMMITTER_EMAIL", "t@t")
+	p, err := anthropic.New(anthropic.Config{APIKey: "test", BaseURL: f.srv.URL(), MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 2)
+	for _, name := range []string{"alice", "bob"} {
+		ready := make(chan string, 1)
+		go func() {
+			ran <- func() error {
+				a, err := team.WaitInPool(ctx, f.st, "p", name, func(string) { close(ready) })
+				if err != nil {
+					return err
+				}
+				tm, err := f.st.Team(ctx, a.Team)
+				if err != nil {
+					return err
+				}
+				dir, err := team.Join(ctx, tm, a.Name, filepath.Join(t.TempDir(), a.Name))
+				if err != nil {
+					return err
+				}
+				ws, err := tool.OpenWorkspace(dir)
+				if err != nil {
+					return err
+				}
+				defer ws.Close()
+				if err := team.RunMember(ctx, team.MemberConfig{Team: tm, Name: a.Name, Provider: p, Workspace: ws, Key: a.TeamKey}); err != nil && ctx.Err() == nil {
+					return err
+				}
+				return nil
+			}()
+		}()
+		<-ready
+	}
+	f.run("Go")
+	cancel()
+	for range 2 {
+		if err := <-ran; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := readFile(t, filepath.Join(f.ws, "c.txt")); got != "bob and alice\n" {
+		t.Errorf("the lead's c.txt = %q; want bob's resolution", got)
+	}
+	if !f.leadSaw("did not merge: branch troupe/rt/bob conflicts with origin/main in c.txt") {
+		t.Error("the lead was not told of bob's conflict")
+	}
+	var saw bool
+	for _, b := range f.requests("bob") {
+		if strings.Contains(b, "origin/main has:\\nalice\\n--- your branch has:\\nbob\\n") {
+			saw = true
+		}
+	}
+	if !saw {
+		t.Errorf("bob was not shown the hunk; he saw:\n%s", strings.Join(f.requests("bob"), "\n"))
+	}
+	board, err := f.st.Team(context.Background(), "rt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := board.Tasks().Board(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range team.MergeQueue(b) {
+		got = append(got, r.Task+" "+r.Owner+" "+r.Status)
+	}
+	if d := cmp.Diff([]string{"1 alice merged", "2 bob merged"}, got); d != "" {
+		t.Errorf("merge queue (-want +got):\n%s", d)
+	}
+	if out := gitIn(t, remote, "log", "--format=%s", "main"); !strings.Contains(out, "Bob edits c") {
+		t.Errorf("the remote's main lacks bob's merge:\n%s", out)
+	}
 }
