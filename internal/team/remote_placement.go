@@ -344,8 +344,8 @@ func (b *binding) pushOnComplete(ctx context.Context, t store.Team, task store.T
 // followRemote follows the journal events of t's remote teammates, unless
 // the session follows every teammate process already.
 func (sv *supervisor) followRemote(t store.Team) {
-	if sv.cfg.OnEvent == nil {
-		return
+	if sv.cfg.OnEvent == nil || sv.cfg.TeammateMode == ModeProcess {
+		return // in process mode, follow follows every teammate
 	}
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
