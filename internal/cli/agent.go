@@ -28,7 +28,7 @@ func (a *app) agentCmd() *cobra.Command {
 		jf                    joinFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "agent --team T --name N",
+		Use:   "agent --team T --name N | --join URL --wait",
 		Short: "Run one teammate as its own process (process mode)",
 		Long: `Runs the teammate N of team T, which must be on the team's roster, until it is
 shut down. The lead starts these itself with --teammate-mode process; they can
@@ -40,7 +40,16 @@ hand, the agent reads the team's key file itself, from
 $XDG_STATE_HOME/troupe/keys (default ~/.local/state/troupe/keys), or the copy
 --key-file names (on another machine), and refuses to run without one:
 unsigned, its answers would be refused as forgeries, and it could not tell the
-lead's answers from forged ones.`,
+lead's answers from forged ones.
+
+On another machine, --join URL names the team's store (a troupe hub, or a
+NATS cluster): the teammate works in its own clone of the git remote the team
+records (--workspace DIR, default under the user's cache; a clone already
+there is fetched and kept), on branch troupe/<team>/<member>, and pushes it at
+each task it completes; the lead's runtime merges it. With --wait it first
+waits in a pool (--pool, default "default") until the lead spawns a teammate
+into it (the Task tool with isolation "remote"), then becomes that teammate,
+with the team's key handed over sealed to it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var j joined
 			if jf.url != "" || jf.wait {
