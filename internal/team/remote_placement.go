@@ -190,6 +190,10 @@ func (s *Session) mergePushed(ctx context.Context, t store.Team, task store.Task
 		fail(err)
 		return
 	}
+	if cur := repo.BaseBranch(ctx); r.Base != "" && cur != r.Base {
+		fail(fmt.Errorf("the lead's checkout %s is on %q, not on the team's base branch %q; check out %s there", repo.Top, cur, r.Base, r.Base))
+		return
+	}
 	if _, err := repo.Fetch(ctx, r.Remote, rec.Branch); err != nil {
 		fail(fmt.Errorf("fetch %s from %s: %w", rec.Branch, r.Remote, err))
 		return
