@@ -451,6 +451,9 @@ type TeamOptions struct {
 	// settings' team.isolation and team.mergeMode).
 	Isolation string
 	MergeMode string
+	// Remote is --remote: the git remote teammates on other machines
+	// clone ("": the checkout's origin, with a shared store).
+	Remote string
 }
 
 // SessionConfig builds a team session's configuration.
@@ -487,6 +490,7 @@ func (e *Env) SessionConfig(provider llm.Provider, model string, maxTurns int, f
 	if err := e.worktrees(&cfg, f); err != nil {
 		return cfg, err
 	}
+	cfg.Remote.URL = f.Remote
 	if f.TeammateMode == team.ModeProcess {
 		exe, err := os.Executable()
 		if err != nil {

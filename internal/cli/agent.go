@@ -25,9 +25,10 @@ func (a *app) agentCmd() *cobra.Command {
 		pf                    providerFlags
 		allowed, disallowed   []string
 		mcpServers            []string
+		jf                    joinFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "agent --team T --name N",
+		Use:   "agent --team T --name N | --join URL --wait",
 		Short: "Run one teammate as its own process (process mode)",
 		Long: `Runs the teammate N of team T, which must be on the team's roster, until it is
 shut down. The lead starts these itself with --teammate-mode process; they can
@@ -39,14 +40,36 @@ hand, the agent reads the team's key file itself, from
 $XDG_STATE_HOME/troupe/keys (default ~/.local/state/troupe/keys), or the copy
 --key-file names (on another machine), and refuses to run without one:
 unsigned, its answers would be refused as forgeries, and it could not tell the
-lead's answers from forged ones.`,
+lead's answers from forged ones.
+
+On another machine, --join URL names the team's store (a troupe hub, or a
+NATS cluster): the teammate works in its own clone of the git remote the team
+records (--workspace DIR, default under the user's cache; a clone already
+there is fetched and kept), on branch troupe/<team>/<member>, and pushes it at
+each task it completes; the lead's runtime merges it. With --wait it first
+waits in a pool (--pool, default "default") until the lead spawns a teammate
+into it (the Task tool with isolation "remote"), then becomes that teammate,
+with the team's key handed over sealed to it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if teamName == "" || name == "" {
-				return withCode(ExitUsage, errors.New("--team and --name are required"))
+			var j joined
+			if jf.url != "" || jf.wait {
+				// On another machine: the store is the hub, the workspace
+				// the teammate's own clone of the team's remote.
+				var err error
+				if j, err = a.join(jf, teamName, name); err != nil {
+					return err
+				}
+				teamName, name = j.team, j.name
 			}
-			dir, err := a.Workspace()
-			if err != nil {
-				return withCode(ExitUsage, err)
+			dir := j.dir
+			if teamName == "" || name == "" {
+				return withCode(ExitUsage, errors.New("--team and --name are required (or --join URL --wait)"))
+			}
+			if dir == "" {
+				var err error
+				if dir, err = a.Workspace(); err != nil {
+					return withCode(ExitUsage, err)
+				}
 			}
 			provider, _, err := a.buildProvider(pf, maxRetries)
 			if err != nil {
@@ -72,6 +95,8 @@ lead's answers from forged ones.`,
 			}
 			var key []byte
 			switch {
+			case j.key != nil:
+				key = j.key
 			case keyFD >= 0:
 				key, err = teamkey.ReadFD(keyFD)
 			case keyFile != "":
@@ -117,6 +142,7 @@ lead's answers from forged ones.`,
 	cmd.Flags().StringArrayVar(&a.run.claude.mcpConfig, "mcp-config", nil, "MCP servers to read too (the lead's --mcp-config)")
 	cmd.Flags().StringVar(&a.run.claude.mcpStartup, "mcp-startup", "session", "when MCP servers start (the lead's --mcp-startup)")
 	cmd.Flags().StringSliceVar(&mcpServers, "mcp-servers", nil, "start and offer only these MCP servers (comma-separated; the spawn's mcp_servers)")
+	jf.add(cmd)
 	pf.add(cmd.Flags())
 	return cmd
 }

@@ -21,6 +21,7 @@ type teamFlags struct {
 	teammateModel  string
 	isolation      string
 	mergeMode      string
+	remote         string
 }
 
 func (f *teamFlags) add(fs interface {
@@ -34,6 +35,7 @@ func (f *teamFlags) add(fs interface {
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "an idle teammate exits after this long with nothing to do (0: stays until shut down)")
 	fs.StringVar(&f.teammateModel, "teammate-model", "", "the teammates' default model (default: the lead's)")
 	fs.StringVar(&f.isolation, "isolation", "", "where teammates work: shared (the lead's checkout) or worktree (each in its own git worktree and branch, merged back per task; settings: team.isolation)")
+	fs.StringVar(&f.remote, "remote", "", "the git remote teammates on other machines clone (troupe agent --join), recorded in the team's roster; default with a shared store (--store nats://…): the checkout's origin")
 	fs.StringVar(&f.mergeMode, "merge-mode", "", "how a worktree teammate's branch is merged: ff (fast-forward when possible) or merge (always a merge commit; settings: team.mergeMode)")
 }
 
@@ -89,7 +91,7 @@ func (a *app) sessionConfig(e *env, provider llm.Provider, model string, maxTurn
 // options are the team flags as package app takes them.
 func (f *teamFlags) options() assembly.TeamOptions {
 	return assembly.TeamOptions{TeammateMode: f.teammateMode, PermissionMode: f.permissionMode, Delegate: f.delegate,
-		IdleTimeout: f.idleTimeout, TeammateModel: f.teammateModel, Isolation: f.isolation, MergeMode: f.mergeMode}
+		IdleTimeout: f.idleTimeout, TeammateModel: f.teammateModel, Isolation: f.isolation, MergeMode: f.mergeMode, Remote: f.remote}
 }
 
 // settingsFlag is --settings: a file, or the run's inline JSON object.

@@ -193,7 +193,12 @@ type Roster struct {
 	// does (seed 004's characters; internal names never change).
 	Theme    string    `json:"theme,omitempty"`
 	Personas []Persona `json:"personas,omitempty"`
-	Members  []Member  `json:"members"`
+	// Remote is the git remote teammates on other machines clone (a URL or
+	// a path they can reach) and Base the branch they start from and the
+	// lead merges into; both empty when the team has none.
+	Remote  string   `json:"remote,omitempty"`
+	Base    string   `json:"base,omitempty"`
+	Members []Member `json:"members"`
 }
 
 // Persona is a character a member plays: a display name, a role and a
@@ -236,8 +241,16 @@ type Member struct {
 	Worktree         string   `json:"worktree"`
 	// Branch is the git branch of the member's worktree, and MergeMode
 	// how that branch is merged into the lead's (worktree isolation).
-	Branch      string    `json:"branch,omitempty"`
-	MergeMode   string    `json:"merge_mode,omitempty"`
+	Branch    string `json:"branch,omitempty"`
+	MergeMode string `json:"merge_mode,omitempty"`
+	// Placement is "remote" for a teammate that runs on another machine in
+	// its own clone of the team's Remote (troupe agent --join): Worktree is
+	// then that clone's path there, and its branch is pushed, not merged
+	// where it runs.
+	Placement string `json:"placement,omitempty"`
+	// Key is the public key of an agent waiting in a pool, which the lead
+	// seals the team's key to when it takes the agent.
+	Key         string    `json:"key,omitempty"`
 	PID         int       `json:"pid"`
 	HeartbeatAt time.Time `json:"heartbeat_at"`
 	JoinedAt    time.Time `json:"joined_at"`

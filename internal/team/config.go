@@ -115,6 +115,9 @@ type Processes struct {
 	// Worktrees is where teammates work by default and how their
 	// branches merge back (worktree isolation).
 	Worktrees
+	// Remote is the git remote teammates on other machines clone, recorded
+	// in the roster at TeamCreate (remote placement).
+	Remote RemoteGit
 }
 
 // Approvals groups the lead's permission decisions that leave the team:

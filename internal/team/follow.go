@@ -15,6 +15,9 @@ type follower struct {
 	off  store.Cursor
 	stop context.CancelFunc
 	done chan struct{}
+	// remoteOnly: the session's teammates run in its process, and only
+	// those on other machines (remote placement) are followed.
+	remoteOnly bool
 }
 
 // follow starts following t's journal if teammates run as processes and
@@ -57,8 +60,12 @@ func (f *follower) flush(ctx context.Context) {
 		return
 	}
 	f.off = next
+	var remote map[string]bool
+	if f.remoteOnly && len(evs) > 0 {
+		remote = remoteMembers(context.WithoutCancel(ctx), f.t)
+	}
 	for _, e := range evs {
-		if e.Agent != store.LeadName {
+		if e.Agent != store.LeadName && (!f.remoteOnly || remote[e.Agent]) {
 			f.sv.cfg.OnEvent(e)
 		}
 	}

@@ -288,6 +288,9 @@ type MergeRecord struct {
 	Commit string              `json:"commit,omitempty"`
 	Files  []worktree.Conflict `json:"conflicts,omitempty"`
 	Error  string              `json:"error,omitempty"`
+	// Pushed is the commit a remote teammate pushed for the lead to merge
+	// (remote placement); the lead's outcome carries it back.
+	Pushed string `json:"pushed,omitempty"`
 	// At is when the task was completed (its place in the queue); Done
 	// when the queue was done with it.
 	At   time.Time `json:"at"`

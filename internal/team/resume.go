@@ -106,7 +106,9 @@ func (s *Session) restore(ctx context.Context, name string) ([]llm.Block, error)
 		if m.Status == store.StatusShutdown {
 			continue
 		}
-		if running(m, now) {
+		if running(m, now) || m.Placement == PlacementRemote {
+			// A remote teammate runs on its own machine (troupe agent
+			// --join restarts it there).
 			elsewhere = append(elsewhere, m.Name)
 			continue
 		}
@@ -123,6 +125,9 @@ func (s *Session) restore(ctx context.Context, name string) ([]llm.Block, error)
 		restarted = append(restarted, m.Name)
 	}
 	s.sup.markStarted(ctx, t, restarted)
+	if r.Remote != "" {
+		s.mergeRemote(t)
+	}
 	s.emit(ctx, t, teamevent.Resume{Restarted: restarted, RunningElsewhere: elsewhere, PendingRequests: len(pending)})
 
 	// The lead speaks first when it was cut off mid-turn or has requests to

@@ -68,6 +68,8 @@ type Session struct {
 
 	mu  sync.Mutex
 	cur current
+
+	remote remoteMerger // merges what teammates on other machines push
 }
 
 // current is the session's team and what goes with it; Session.mu guards
@@ -259,6 +261,7 @@ func (s *Session) emit(ctx context.Context, t store.Team, ev teamevent.Event) {
 // marked shut down.
 func (s *Session) Close() error {
 	s.sessionEnd("other")
+	s.stopRemote()
 	s.sup.stopAll()
 	s.jobs.StopAll()
 	s.stopMergeQueue()

@@ -75,6 +75,19 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 	if err != nil {
 		return "", err
 	}
+	if args.Isolation == PlacementRemote || args.Pool != "" {
+		prompt := strings.TrimSpace(args.Prompt)
+		if prompt == "" {
+			prompt = args.Description
+		}
+		pool := args.Pool
+		if pool == "" {
+			pool = DefaultPool
+		}
+		return s.spawnRemote(ctx, t, pool, store.Member{Name: name, Role: role, Model: model, Provider: providerOf(model, s.cfg.Provider),
+			PlanModeRequired: args.PlanModeRequired, PermissionMode: mode, BudgetTokens: args.BudgetTokens, BudgetUSD: args.BudgetUSD,
+			MCPServers: servers}, prompt, args.Description)
+	}
 	env, err := s.sup.envOf(ctx, t, name)
 	if err != nil {
 		return "", err

@@ -80,6 +80,7 @@ func (t teamCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	if err != nil {
 		return tool.Errorf("TeamCreate: %v", err)
 	}
+	s.recordRemote(ctx, team)
 	// The key is made once the name is ours: a team that already existed
 	// keeps its own.
 	if team, err = s.openKey(ctx, team, true); err != nil {

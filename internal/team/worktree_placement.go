@@ -248,6 +248,9 @@ func (b *binding) queueOnComplete(ctx context.Context, t store.Team, id string) 
 		return "", ""
 	}
 	m, ok := r.Member(owner)
+	if ok && m.Placement == PlacementRemote {
+		return b.pushOnComplete(ctx, t, task, *m)
+	}
 	if !ok || m.Worktree == "" {
 		return "", ""
 	}

@@ -28,7 +28,8 @@ type TaskArgs struct {
 	BudgetTokens     int64    `json:"budget_tokens" desc:"Stop the teammate's model calls once it has used this many tokens (it goes idle and you are told)."`
 	BudgetUSD        float64  `json:"budget_usd" desc:"Stop the teammate's model calls once it has spent this many US dollars."`
 	MCPServers       []string `json:"mcp_servers" desc:"The MCP servers whose tools the teammate is given; absent or empty: all of yours."`
-	Isolation        string   `json:"isolation" enum:"shared|worktree" desc:"worktree: the teammate works in its own git worktree and branch, committed per task and merged back by the runtime; shared: in your checkout. Default: the team's setting."`
+	Isolation        string   `json:"isolation" enum:"shared|worktree|remote" desc:"worktree: the teammate works in its own git worktree and branch, committed per task and merged back by the runtime; remote: it runs on another machine, an agent waiting in a pool (see pool), in its own clone whose branch is pushed per task and merged back by the runtime; shared: in your checkout. Default: the team's setting."`
+	Pool             string   `json:"pool" desc:"With isolation remote: the pool of waiting agents (troupe agent --join URL --wait --pool NAME) to take the teammate from; default: default."`
 }
 
 // TaskHandlers do the work of the Task tool, which only decodes and routes:

@@ -76,7 +76,7 @@ func TestTaskSpec(t *testing.T) {
 		"description": "string", "prompt": "string", "subagent_type": "string", "run_in_background": "boolean",
 		"team_name": "string", "name": "string", "role": "string", "model": "string",
 		"plan_mode_required": "boolean", "permission_mode": "string",
-		"budget_tokens": "integer", "budget_usd": "number", "mcp_servers": "array", "isolation": "string",
+		"budget_tokens": "integer", "budget_usd": "number", "mcp_servers": "array", "isolation": "string", "pool": "string",
 	}
 	got := map[string]string{}
 	for k, v := range schema.Properties {
