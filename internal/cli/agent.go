@@ -66,6 +66,7 @@ lead's answers from forged ones.`,
 			if err := e.LimitMCP(mcpServers); err != nil {
 				return withCode(ExitUsage, err)
 			}
+			markStarted()
 			t, err := e.Store.Team(a.ctx, teamName)
 			if err != nil {
 				return withCode(ExitError, err)
