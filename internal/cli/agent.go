@@ -44,6 +44,7 @@ lead's answers from forged ones.`,
 			if teamName == "" || name == "" {
 				return withCode(ExitUsage, errors.New("--team and --name are required"))
 			}
+			quietIdleProcess()
 			dir, err := a.Workspace()
 			if err != nil {
 				return withCode(ExitUsage, err)
