@@ -52,6 +52,7 @@ into it (the Task tool with isolation "remote"), then becomes that teammate,
 with the team's key handed over sealed to it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var j joined
+			quietIdleProcess()
 			if jf.url != "" || jf.wait {
 				// On another machine: the store is the hub, the workspace
 				// the teammate's own clone of the team's remote.
@@ -89,6 +90,7 @@ with the team's key handed over sealed to it.`,
 			if err := e.LimitMCP(mcpServers); err != nil {
 				return withCode(ExitUsage, err)
 			}
+			markStarted()
 			t, err := e.Store.Team(a.ctx, teamName)
 			if err != nil {
 				return withCode(ExitError, err)

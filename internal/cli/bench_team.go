@@ -42,6 +42,12 @@ type teamReport struct {
 	IdleSeconds           float64 `json:"idle_window_s"`
 	IdleCPUSeconds        float64 `json:"idle_cpu_s"`
 	IdleCPUPercentOfCore  float64 `json:"idle_cpu_pct_of_one_core"`
+	// IdleCPUMax1sPercent is the busiest second of the idle window: a
+	// periodic spike (heartbeats) shows here, not in the average.
+	IdleCPUMax1sPercent float64 `json:"idle_cpu_max_1s_pct"`
+	// IdleTeammateMode is how phase 2's teammates ran: in-process, or
+	// process (then the CPU and memory figures include their processes).
+	IdleTeammateMode string `json:"idle_teammate_mode"`
 	// Phase 2's team: the time from the lead's start until every teammate
 	// is spawned and idle on the roster, the resident memory each idle
 	// teammate adds (measured after returning freed memory to the system,
@@ -82,6 +88,7 @@ func (a *app) benchTeamCmd() *cobra.Command {
 		isolation                       string
 		repoFiles, worktrees            int
 		cpuProfile                      string
+		mode                            string
 	)
 	cmd := &cobra.Command{
 		Use:   "team",
@@ -111,11 +118,14 @@ used meanwhile and the memory each teammate adds; then the session closes
 			if members > 0 {
 				teammates, tasks, idleTeammates = 0, 0, members
 			}
+			if mode != team.ModeInProcess && mode != team.ModeProcess {
+				return withCode(ExitUsage, fmt.Errorf("--teammate-mode %q: want %s or %s", mode, team.ModeInProcess, team.ModeProcess))
+			}
 			rep := &teamReport{GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
 			if teammates+idleTeammates > 0 || iso != team.IsolationWorktree {
 				// --teammates 0 --idle-teammates 0 --isolation worktree
 				// runs phase 3 alone.
-				if rep, err = a.benchTeam(cmd.Context(), teammates, tasks, idleTeammates, idleFor, wakeSamples); err != nil {
+				if rep, err = a.benchTeam(cmd.Context(), teammates, tasks, idleTeammates, idleFor, wakeSamples, mode); err != nil {
 					return withCode(ExitError, err)
 				}
 			}
@@ -166,6 +176,7 @@ used meanwhile and the memory each teammate adds; then the session closes
 	cmd.Flags().StringVar(&isolation, "isolation", "", "worktree: add phase 3, worktree isolation's spawn overhead and merge throughput on a --repo-files repository")
 	cmd.Flags().IntVar(&repoFiles, "repo-files", 10000, "files in phase 3's repository")
 	cmd.Flags().IntVar(&worktrees, "worktrees", 5, "teammates' worktrees spawned and merged in phase 3")
+	cmd.Flags().StringVar(&mode, "teammate-mode", team.ModeInProcess, "how phase 2's teammates run: in-process, or process (a troupe agent each; no wake samples)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	return cmd
 }
@@ -208,7 +219,7 @@ func benchTeamScript(teammates, tasks int) string {
 	return b.String()
 }
 
-func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int, idleFor time.Duration, wakeSamples int) (*teamReport, error) {
+func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int, idleFor time.Duration, wakeSamples int, mode string) (*teamReport, error) {
 	if teammates < 0 || tasks < 0 || idleTeammates < 0 || teammates+idleTeammates == 0 {
 		return nil, fmt.Errorf("--teammates, --tasks and --idle-teammates must be at least 0, and one phase must have teammates")
 	}
@@ -221,7 +232,11 @@ func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int
 
 	// Phase 2: idle cost.
 	if idleTeammates > 0 && idleFor > 0 {
-		idle, err := a.benchTeamRun(ctx, idleTeammates, 0, idleFor, max(wakeSamples, 0))
+		if mode == team.ModeProcess {
+			wakeSamples = 0 // the teammates' model requests are not this process's to time
+		}
+		rep.IdleTeammateMode = mode
+		idle, err := a.benchTeamRun(ctx, idleTeammates, 0, idleFor, max(wakeSamples, 0), mode)
 		if err != nil {
 			return nil, err
 		}
@@ -229,6 +244,7 @@ func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int
 		rep.IdleSeconds = idleFor.Seconds()
 		rep.IdleCPUSeconds = idle.idleCPU
 		rep.IdleCPUPercentOfCore = 100 * idle.idleCPU / idleFor.Seconds()
+		rep.IdleCPUMax1sPercent = 100 * idle.idleCPUMax1s
 		rep.SpawnSeconds = idle.wall.Seconds()
 		rep.TeardownSeconds = idle.teardown.Seconds()
 		rep.RSSPerTeammateMB = idle.rssGrowthMB / float64(idleTeammates)
@@ -248,7 +264,7 @@ func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int
 
 // benchTeamThroughput runs phase 1 into rep.
 func (a *app) benchTeamThroughput(ctx context.Context, rep *teamReport) error {
-	run, err := a.benchTeamRun(ctx, rep.Teammates, rep.Tasks, 0, 0)
+	run, err := a.benchTeamRun(ctx, rep.Teammates, rep.Tasks, 0, 0, team.ModeInProcess)
 	if err != nil {
 		return err
 	}
@@ -351,6 +367,8 @@ type benchRun struct {
 	wall      time.Duration
 	idleCalls int     // model calls during the idle window
 	idleCPU   float64 // CPU seconds the process used during the idle window
+	// idleCPUMax1s is the most CPU seconds used in one second of it.
+	idleCPUMax1s float64
 	// With an idle window: the resident memory the team added, and the
 	// time its session took to close.
 	rssGrowthMB float64
@@ -360,7 +378,7 @@ type benchRun struct {
 
 // benchTeamRun runs one team until it is done, then, with idleFor > 0,
 // keeps it idle that long and measures what it costs.
-func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor time.Duration, wakeSamples int) (*benchRun, error) {
+func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor time.Duration, wakeSamples int, mode string) (*benchRun, error) {
 	dir, err := os.MkdirTemp("", "troupe-bench-team-")
 	if err != nil {
 		return nil, err
@@ -398,10 +416,17 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 	if e.Keys, err = teamkey.New(teamkey.Options{StateDir: e.StateDir, Dir: keys}); err != nil {
 		return nil, err
 	}
-	flags := teamFlags{teammateMode: team.ModeInProcess, permissionMode: team.PermBypass}
-	cfg, err := bench.sessionConfig(e, provider, "", 0, &flags, providerFlags{provider: "anthropic"})
+	flags := teamFlags{teammateMode: mode, permissionMode: team.PermBypass}
+	pf := providerFlags{provider: "anthropic"}
+	if mode == team.ModeProcess {
+		pf.baseURL = base
+	}
+	cfg, err := bench.sessionConfig(e, provider, "", 0, &flags, pf)
 	if err != nil {
 		return nil, err
+	}
+	if mode == team.ModeProcess {
+		cfg.AgentEnv = append(cfg.AgentEnv, "ANTHROPIC_API_KEY=bench")
 	}
 	var completed atomic.Int64
 	cfg.OnEvent = func(ev store.Event) {
@@ -437,17 +462,32 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 		return nil, err
 	}
 	if idleFor > 0 {
-		before := cpuSeconds()
-		t := time.NewTimer(idleFor)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
+		cpu := cpuSeconds
+		if mode == team.ModeProcess {
+			cpu = treeCPUSeconds
 		}
-		run.idleCPU = cpuSeconds() - before
+		before := cpu()
+		last, end := before, time.Now().Add(idleFor)
+		tick := time.NewTicker(time.Second)
+		for left := time.Until(end); left > 0; left = time.Until(end) {
+			select {
+			case <-ctx.Done():
+				tick.Stop()
+				return nil, ctx.Err()
+			case <-tick.C:
+			case <-time.After(left):
+			}
+			now := cpu()
+			run.idleCPUMax1s = max(run.idleCPUMax1s, now-last)
+			last = now
+		}
+		tick.Stop()
+		run.idleCPU = last - before
 		run.idleCalls = len(fake.Requests()) - run.calls
 		run.rssGrowthMB = max(settledRSS()-rss0, 0)
+		if mode == team.ModeProcess {
+			run.rssGrowthMB = childrenRSS()
+		}
 		if wakeSamples > 0 {
 			if run.wakes, err = benchWake(ctx, sess, provider, wakeSamples); err != nil {
 				return nil, err
@@ -639,4 +679,64 @@ func cpuSeconds() float64 {
 	}
 	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
 	return tv(ru.Utime) + tv(ru.Stime)
+}
+
+// children are the pids of this process's child processes.
+func children() []int {
+	var out []int
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, t := range tasks {
+		data, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// treeCPUSeconds is cpuSeconds plus the CPU time of the child processes
+// still running (process-mode teammates).
+func treeCPUSeconds() float64 {
+	total := cpuSeconds()
+	for _, pid := range children() {
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		// The fields after the command (which may hold spaces), from
+		// the state on: utime and stime are the 12th and 13th.
+		s := string(data)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		total += (ut + st) / clockTicks
+	}
+	return total
+}
+
+// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on Linux.
+const clockTicks = 100
+
+// childrenRSS is the resident memory of the child processes, in MB.
+func childrenRSS() float64 {
+	var pages int64
+	for _, pid := range children() {
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(data)); len(f) >= 2 {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			pages += n
+		}
+	}
+	return float64(pages*int64(os.Getpagesize())) / (1 << 20)
 }

@@ -162,7 +162,7 @@ func (a *app) rootCmd() *cobra.Command {
 	a.addRunFlags(root)
 
 	bench := &cobra.Command{Use: "bench", Short: "Measure the runtime itself and print JSON figures"}
-	bench.AddCommand(a.benchTurnCmd(), a.benchStoreCmd(), a.benchTeamCmd(), a.benchWebCmd())
+	bench.AddCommand(a.benchTurnCmd(), a.benchStoreCmd(), a.benchTeamCmd(), a.benchWebCmd(), a.benchAgentStartCmd())
 	root.AddCommand(bench, a.fakeAPICmd(), a.demoCmd(), a.agentCmd(), a.toolsCmd(), a.hooksCmd(), a.patternsCmd(), a.replayCmd(), a.usageCmd(), a.budgetCmd(), a.resumeCmd(), a.webCmd())
 	root.AddCommand(a.storeCmds()...)
 	root.AddCommand(a.mcpCmd(), a.hubCmd())

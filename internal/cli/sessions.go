@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/llm"
@@ -31,7 +32,9 @@ type sessionRecord struct {
 
 // sessionIDPattern is the form of session ids troupe makes (UUIDs); any
 // other --resume argument is taken for a team name.
-var sessionIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+var sessionIDPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+})
 
 func sessionsDir(stateDir string) string { return filepath.Join(stateDir, "sessions") }
 
@@ -41,7 +44,7 @@ func sessionPath(stateDir, id string) string {
 
 // saveSession writes rec whole (temp file, fsync, rename).
 func saveSession(stateDir string, rec *sessionRecord) error {
-	if !sessionIDPattern.MatchString(rec.SessionID) {
+	if !sessionIDPattern().MatchString(rec.SessionID) {
 		return fmt.Errorf("session id %q is malformed", rec.SessionID)
 	}
 	if err := os.MkdirAll(sessionsDir(stateDir), 0o755); err != nil {
@@ -97,7 +100,7 @@ func latestSession(stateDir string) (*sessionRecord, error) {
 	var best *sessionRecord
 	for _, e := range ents {
 		id, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || !sessionIDPattern.MatchString(id) {
+		if !ok || !sessionIDPattern().MatchString(id) {
 			continue
 		}
 		rec, err := loadSession(stateDir, id)
@@ -137,7 +140,7 @@ func (a *app) findResume(ctx context.Context, e *env, cont bool, id string) (*re
 		if rec == nil {
 			return nil, withCode(ExitError, errors.New("--continue: no earlier session in this workspace"))
 		}
-	case sessionIDPattern.MatchString(id):
+	case sessionIDPattern().MatchString(id):
 		if rec, err = loadSession(e.StateDir, id); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil, withCode(ExitUsage, fmt.Errorf("--resume: no session %s in this workspace", id))

@@ -220,7 +220,7 @@ type compiled struct {
 var ErrBadMatcher = errors.New("bad hook matcher")
 
 // namesOnly is Claude Code's test for a matcher that lists exact names.
-var namesOnly = regexp.MustCompile(`^[A-Za-z0-9_|]+$`)
+var namesOnly = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_|]+$`) })
 
 // New prepares a Runner. As in Claude Code, a matcher of letters, digits,
 // "_" and "|" lists exact names, "" and "*" match everything, and anything
@@ -254,7 +254,7 @@ func New(cfg Config) (*Runner, error) {
 		switch m := strings.TrimSpace(h.Matcher); {
 		case m == "" || m == "*":
 			c.all = true
-		case namesOnly.MatchString(m):
+		case namesOnly().MatchString(m):
 			c.exact = strings.Split(m, "|")
 		default:
 			re, err := regexp.Compile(m)

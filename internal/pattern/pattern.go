@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -138,7 +139,7 @@ func Builtins() []Pattern {
 	}
 }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,39}$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,39}$`) })
 
 // Set is the patterns of a workspace.
 type Set struct {
@@ -200,7 +201,7 @@ func Parse(data []byte, name string) (Pattern, error) {
 	}
 	p.Name = strings.ToLower(p.Name)
 	switch {
-	case !nameRE.MatchString(p.Name):
+	case !nameRE().MatchString(p.Name):
 		return Pattern{}, fmt.Errorf("name %q: want lower-case letters, digits, '.', '_' or '-', at most 40", p.Name)
 	case p.Size < 0:
 		return Pattern{}, fmt.Errorf("size %d: want zero or more teammates", p.Size)

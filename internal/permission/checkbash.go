@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/troupe-dev/troupe/internal/tool/kind"
 )
@@ -290,13 +291,13 @@ func suggestBash(c command) string {
 		return ""
 	}
 	words := c.words[:1]
-	if c.known > 1 && subcommand.MatchString(c.words[1]) {
+	if c.known > 1 && subcommand().MatchString(c.words[1]) {
 		words = c.words[:2]
 	}
 	return "Bash(" + strings.Join(words, " ") + ":*)"
 }
 
-var subcommand = regexp.MustCompile(`^[a-z][a-z0-9_-]*(:[a-z0-9_-]+)*$`)
+var subcommand = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_-]*(:[a-z0-9_-]+)*$`) })
 
 // bashReads refuses a command whose words or input redirections name a
 // file a Read deny covers: the files reading commands name, any word that

@@ -172,11 +172,11 @@ const (
 	specOther // a specifier troupe cannot interpret: never matches
 )
 
-var toolName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:-]*$`)
+var toolName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:-]*$`) })
 
 // mcpServerRule matches a rule that names an MCP server's every tool, as
 // Claude Code writes it: "mcp__github" or "mcp__github__*".
-var mcpServerRule = regexp.MustCompile(`^mcp__([A-Za-z0-9_-]+?)(__\*)?$`)
+var mcpServerRule = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^mcp__([A-Za-z0-9_-]+?)(__\*)?$`) })
 
 // ParseRule parses "Tool" or "Tool(specifier)".
 func ParseRule(raw string) (Rule, error) {
@@ -185,7 +185,7 @@ func ParseRule(raw string) (Rule, error) {
 		return Rule{}, fmt.Errorf("%w %q: not valid UTF-8", ErrBadRule, raw)
 	}
 	r := Rule{Raw: s, Tool: s}
-	if m := mcpServerRule.FindStringSubmatch(s); m != nil && (m[2] != "" || !strings.Contains(m[1], "__")) {
+	if m := mcpServerRule().FindStringSubmatch(s); m != nil && (m[2] != "" || !strings.Contains(m[1], "__")) {
 		// A whole server: every tool named mcp__<server>__…
 		r.Tool, r.mcpServer = "mcp__"+m[1], "mcp__"+m[1]+"__"
 		r.tools = []string{r.Tool}
@@ -201,7 +201,7 @@ func ParseRule(raw string) (Rule, error) {
 			return Rule{}, fmt.Errorf("%w %q: empty parentheses (write %s alone to cover every call)", ErrBadRule, raw, r.Tool)
 		}
 	}
-	if !toolName.MatchString(r.Tool) {
+	if !toolName().MatchString(r.Tool) {
 		return Rule{}, fmt.Errorf("%w %q: %q is not a tool name", ErrBadRule, raw, r.Tool)
 	}
 	if ts, ok := ruleTools[r.Tool]; ok {

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Dir is where a workspace's themes live, as seed 004 keeps them.
@@ -98,7 +99,7 @@ func (t Theme) Character(name string) (Character, bool) {
 //go:embed themes/*.json
 var builtinFS embed.FS
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,39}$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,39}$`) })
 
 // Builtins returns the themes troupe ships: one neutral example, made up
 // for troupe, with no characters from any published work.
@@ -132,7 +133,7 @@ func Parse(data []byte, name string) (Theme, error) {
 		t.Name = name
 	}
 	t.Name = strings.ToLower(strings.TrimSpace(t.Name))
-	if !nameRE.MatchString(t.Name) {
+	if !nameRE().MatchString(t.Name) {
 		return Theme{}, fmt.Errorf("name %q: want lower-case letters, digits, '.', '_' or '-', at most 40", t.Name)
 	}
 	if len(t.Characters) == 0 {

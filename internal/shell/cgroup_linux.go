@@ -138,7 +138,7 @@ func newCgroup() (path string, dir *os.File, ok bool) {
 // ownCgroup reports whether path names a command cgroup troupe makes: a
 // troupe-<pid>-<n> directory in a cgroup v2 hierarchy.
 func ownCgroup(path string) bool {
-	if !ownCgroupName.MatchString(filepath.Base(path)) || !filepath.IsAbs(path) {
+	if !ownCgroupName().MatchString(filepath.Base(path)) || !filepath.IsAbs(path) {
 		return false
 	}
 	var st syscall.Statfs_t
@@ -148,7 +148,7 @@ func ownCgroup(path string) bool {
 	return st.Type == cgroup2Magic
 }
 
-var ownCgroupName = regexp.MustCompile(`^troupe-[0-9]+-[0-9]+$`)
+var ownCgroupName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^troupe-[0-9]+-[0-9]+$`) })
 
 // cgroup2Magic is CGROUP2_SUPER_MAGIC, the filesystem type of cgroup v2.
 const cgroup2Magic = 0x63677270

@@ -98,7 +98,7 @@ func FuzzParseNamed(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !nameRE.MatchString(sk.Name) || sk.Description == "" {
+		if !nameRE().MatchString(sk.Name) || sk.Description == "" {
 			t.Fatalf("accepted a skill without a valid name and description: %+v", sk)
 		}
 		body, _ := substitute(sk.Body, args, splitArgs(args), sk.Arguments)

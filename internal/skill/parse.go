@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -12,7 +13,7 @@ import (
 // shown in prompts, so it stays short, lowercase and free of spaces.
 const NamePattern = `^[a-z0-9][a-z0-9-]{0,63}$`
 
-var nameRE = regexp.MustCompile(NamePattern)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(NamePattern) })
 
 // frontMatter is the part of the YAML header troupe uses. Other keys
 // (license, allowed-tools, metadata, ...) are allowed and ignored, so that
@@ -100,7 +101,7 @@ func parse(data []byte, name string, strict bool) (Skill, error) {
 	switch {
 	case sk.Name == "":
 		return Skill{}, ErrMissingName
-	case !nameRE.MatchString(sk.Name):
+	case !nameRE().MatchString(sk.Name):
 		return Skill{}, fmt.Errorf("%w %q: it must match %s (lowercase letters, digits and hyphens, at most 64)", ErrInvalidName, sk.Name, NamePattern)
 	case sk.Description == "":
 		return Skill{}, ErrMissingDescription

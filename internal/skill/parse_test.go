@@ -103,7 +103,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if !nameRE.MatchString(sk.Name) {
+		if !nameRE().MatchString(sk.Name) {
 			t.Fatalf("accepted invalid name %q", sk.Name)
 		}
 		if strings.TrimSpace(sk.Description) == "" {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 
@@ -63,7 +64,7 @@ var claudeTools = map[string]string{
 
 // namePattern is what an agent type's name must match (Claude Code:
 // lowercase letters and hyphens).
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`) })
 
 // Options adjusts Discover. The zero value reads the default places.
 type Options struct {
@@ -238,7 +239,7 @@ func ParseDefinition(data []byte, name string) (Definition, []string, error) {
 		def.Name = name
 	}
 	switch {
-	case !nameRE.MatchString(def.Name):
+	case !nameRE().MatchString(def.Name):
 		return Definition{}, nil, fmt.Errorf("%w: name %q: use lowercase letters, digits and hyphens", ErrInvalidAgent, def.Name)
 	case def.Description == "":
 		return Definition{}, nil, fmt.Errorf("%w: no description (it tells the parent when to use the agent)", ErrInvalidAgent)

@@ -94,7 +94,7 @@ type remoteMerger struct {
 // follows teammate processes).
 func (s *Session) mergeRemote(t store.Team) {
 	s.sup.followRemote(t)
-	rm := &s.remote
+	rm := &s.wt.remote
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	if rm.cancel != nil && rm.team == t.Name() {
@@ -130,7 +130,7 @@ func (s *Session) mergeRemote(t store.Team) {
 
 // stopRemote stops the remote merge queue and waits for it.
 func (s *Session) stopRemote() {
-	rm := &s.remote
+	rm := &s.wt.remote
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	if rm.cancel != nil {

@@ -68,8 +68,6 @@ type Session struct {
 
 	mu  sync.Mutex
 	cur current
-
-	remote remoteMerger // merges what teammates on other machines push
 }
 
 // current is the session's team and what goes with it; Session.mu guards

@@ -166,12 +166,14 @@ func placeInWorktree(ctx context.Context, base *tool.Workspace, teamName, name s
 }
 
 // worktreeRuntime is the lead's side of worktree isolation in a session:
-// the team's pool of spare worktrees and its merge queue.
+// the team's pool of spare worktrees and its merge queue, and the merger
+// of what teammates on other machines push.
 type worktreeRuntime struct {
 	mu       sync.Mutex
 	pool     *worktree.Pool
 	poolTeam string
 	queue    *mergeQueue
+	remote   remoteMerger // has its own lock
 }
 
 // spares returns the pool of spare worktrees of team in repo, started on

@@ -33,9 +33,9 @@ type bashArgs struct {
 
 type bashTool struct{}
 
-var bashSpec = newSpec[bashArgs]("bash", bashDescription)
+var bashSpec = lazySpec[bashArgs]("bash", bashDescription)
 
-func (bashTool) Spec() llm.ToolSpec { return bashSpec }
+func (bashTool) Spec() llm.ToolSpec { return bashSpec() }
 func (bashTool) ReadOnly() bool     { return false }
 func (bashTool) Kind() kind.Kind    { return kind.Execute }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/troupe-dev/troupe/internal/llm"
@@ -57,6 +58,13 @@ func KindOf(name string) kind.Kind {
 // newSpec builds a spec whose input schema comes from the argument struct.
 func newSpec[T any](name, description string) llm.ToolSpec {
 	return llm.ToolSpec{Name: name, Description: description, InputSchema: schemaOf[T]()}
+}
+
+// lazySpec is newSpec made on first use: the schemas are built by
+// reflection, and every troupe process would pay for them at start, though
+// most never offer a tool.
+func lazySpec[T any](name, description string) func() llm.ToolSpec {
+	return sync.OnceValue(func() llm.ToolSpec { return newSpec[T](name, description) })
 }
 
 // decodeArgs decodes input for tool name, or returns the error Result.

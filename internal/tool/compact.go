@@ -18,14 +18,14 @@ type compactArgs struct {
 
 type compactTool struct{}
 
-var compactSpec = newSpec[compactArgs]("compact", compactDescription)
+var compactSpec = lazySpec[compactArgs]("compact", compactDescription)
 
 // CompactTool returns the compact tool: it asks the agent, through
 // Env.RequestCompact, to replace its conversation by a summary before its
 // next model call. The agent does the work; the tool only asks.
 func CompactTool() Tool { return compactTool{} }
 
-func (compactTool) Spec() llm.ToolSpec { return compactSpec }
+func (compactTool) Spec() llm.ToolSpec { return compactSpec() }
 
 // ReadOnly: the tool changes nothing outside the conversation, so plan mode
 // may allow it and it may run beside other read-only calls.

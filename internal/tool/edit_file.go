@@ -23,9 +23,9 @@ type editFileArgs struct {
 
 type editFileTool struct{}
 
-var editFileSpec = newSpec[editFileArgs]("edit_file", editFileDescription)
+var editFileSpec = lazySpec[editFileArgs]("edit_file", editFileDescription)
 
-func (editFileTool) Spec() llm.ToolSpec { return editFileSpec }
+func (editFileTool) Spec() llm.ToolSpec { return editFileSpec() }
 func (editFileTool) ReadOnly() bool     { return false }
 func (editFileTool) Kind() kind.Kind    { return kind.Edit }
 

@@ -36,9 +36,9 @@ type globArgs struct {
 
 type globTool struct{}
 
-var globSpec = newSpec[globArgs]("glob", globDescription)
+var globSpec = lazySpec[globArgs]("glob", globDescription)
 
-func (globTool) Spec() llm.ToolSpec { return globSpec }
+func (globTool) Spec() llm.ToolSpec { return globSpec() }
 func (globTool) ReadOnly() bool     { return true }
 func (globTool) Kind() kind.Kind    { return kind.Read }
 

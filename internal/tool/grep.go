@@ -42,9 +42,9 @@ type grepArgs struct {
 
 type grepTool struct{}
 
-var grepSpec = newSpec[grepArgs]("grep", grepDescription)
+var grepSpec = lazySpec[grepArgs]("grep", grepDescription)
 
-func (grepTool) Spec() llm.ToolSpec { return grepSpec }
+func (grepTool) Spec() llm.ToolSpec { return grepSpec() }
 func (grepTool) ReadOnly() bool     { return true }
 func (grepTool) Kind() kind.Kind    { return kind.Read }
 

@@ -29,9 +29,9 @@ type readFileArgs struct {
 
 type readFileTool struct{}
 
-var readFileSpec = newSpec[readFileArgs]("read_file", readFileDescription)
+var readFileSpec = lazySpec[readFileArgs]("read_file", readFileDescription)
 
-func (readFileTool) Spec() llm.ToolSpec { return readFileSpec }
+func (readFileTool) Spec() llm.ToolSpec { return readFileSpec() }
 func (readFileTool) ReadOnly() bool     { return true }
 func (readFileTool) Kind() kind.Kind    { return kind.Read }
 

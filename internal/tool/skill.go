@@ -23,7 +23,7 @@ type skillArgs struct {
 
 type skillTool struct{ set *skill.Set }
 
-var skillSpec = newSpec[skillArgs](SkillToolName, skillDescription)
+var skillSpec = lazySpec[skillArgs](SkillToolName, skillDescription)
 
 // SkillTool returns the Skill tool, which loads the body of one of set's
 // skills for the model. A nil set has no skills: every call is an error
@@ -31,7 +31,7 @@ var skillSpec = newSpec[skillArgs](SkillToolName, skillDescription)
 // the model knows which names exist.
 func SkillTool(set *skill.Set) Tool { return skillTool{set: set} }
 
-func (skillTool) Spec() llm.ToolSpec { return skillSpec }
+func (skillTool) Spec() llm.ToolSpec { return skillSpec() }
 func (skillTool) ReadOnly() bool     { return true }
 func (skillTool) Kind() kind.Kind    { return kind.Read }
 

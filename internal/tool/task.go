@@ -45,12 +45,12 @@ type TaskHandlers struct {
 
 type taskTool struct{ h TaskHandlers }
 
-var taskSpec = newSpec[TaskArgs]("Task", taskDescription)
+var taskSpec = lazySpec[TaskArgs]("Task", taskDescription)
 
 // TaskTool returns the Task tool over h.
 func TaskTool(h TaskHandlers) Tool { return taskTool{h: h} }
 
-func (taskTool) Spec() llm.ToolSpec { return taskSpec }
+func (taskTool) Spec() llm.ToolSpec { return taskSpec() }
 func (taskTool) ReadOnly() bool     { return false }
 func (taskTool) Kind() kind.Kind    { return kind.Manage }
 

@@ -28,9 +28,9 @@ type taskOutputArgs struct {
 
 type taskOutputTool struct{}
 
-var taskOutputSpec = newSpec[taskOutputArgs]("TaskOutput", taskOutputDescription)
+var taskOutputSpec = lazySpec[taskOutputArgs]("TaskOutput", taskOutputDescription)
 
-func (taskOutputTool) Spec() llm.ToolSpec { return taskOutputSpec }
+func (taskOutputTool) Spec() llm.ToolSpec { return taskOutputSpec() }
 func (taskOutputTool) ReadOnly() bool     { return true }
 func (taskOutputTool) Kind() kind.Kind    { return kind.Manage }
 

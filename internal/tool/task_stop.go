@@ -19,9 +19,9 @@ type taskStopArgs struct {
 
 type taskStopTool struct{}
 
-var taskStopSpec = newSpec[taskStopArgs]("TaskStop", taskStopDescription)
+var taskStopSpec = lazySpec[taskStopArgs]("TaskStop", taskStopDescription)
 
-func (taskStopTool) Spec() llm.ToolSpec { return taskStopSpec }
+func (taskStopTool) Spec() llm.ToolSpec { return taskStopSpec() }
 func (taskStopTool) ReadOnly() bool     { return false }
 func (taskStopTool) Kind() kind.Kind    { return kind.Manage }
 

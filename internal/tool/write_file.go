@@ -26,9 +26,9 @@ type writeFileArgs struct {
 
 type writeFileTool struct{}
 
-var writeFileSpec = newSpec[writeFileArgs]("write_file", writeFileDescription)
+var writeFileSpec = lazySpec[writeFileArgs]("write_file", writeFileDescription)
 
-func (writeFileTool) Spec() llm.ToolSpec { return writeFileSpec }
+func (writeFileTool) Spec() llm.ToolSpec { return writeFileSpec() }
 func (writeFileTool) ReadOnly() bool     { return false }
 func (writeFileTool) Kind() kind.Kind    { return kind.Edit }
 

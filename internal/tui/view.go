@@ -6,8 +6,6 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
-	"charm.land/glamour/v2"
-	"charm.land/glamour/v2/styles"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
@@ -543,81 +541,6 @@ func (m *Model) helpLines() []string {
 		out = append(out, fit(" "+sAccent.Render(fit(r[0], 17))+" "+r[1], w))
 	}
 	return out
-}
-
-// markdown renders the lead's text, caching a renderer per width and each
-// entry's rendering (by its key, for its width and length: streamed text
-// only grows).
-type markdown struct {
-	width int
-	r     *glamour.TermRenderer
-	cache map[string]rendered
-}
-
-type rendered struct {
-	width, length int
-	text          string
-}
-
-func newMarkdown() *markdown { return &markdown{cache: map[string]rendered{}} }
-
-func (md *markdown) render(e *entry, w int) []string {
-	if c, ok := md.cache[e.key]; ok && c.width == w && c.length == len(e.text) && c.text != "" {
-		return strings.Split(c.text, "\n")
-	}
-	if md.r == nil || md.width != w {
-		style := styles.DarkStyleConfig
-		zero := uint(0)
-		style.Document.Margin = &zero
-		style.Document.BlockPrefix, style.Document.BlockSuffix = "", ""
-		r, err := glamour.NewTermRenderer(glamour.WithStyles(style), glamour.WithWordWrap(w))
-		if err == nil {
-			md.r, md.width = r, w
-		}
-	}
-	out := ""
-	if md.r != nil {
-		if s, err := md.r.Render(e.text); err == nil {
-			out = s
-		}
-	}
-	if out == "" {
-		out = wrap(e.text, w)
-	}
-	lines := strings.Split(out, "\n")
-	for i, l := range lines {
-		lines[i] = trimRightSpace(l)
-	}
-	for len(lines) > 0 && ansi.Strip(lines[0]) == "" {
-		lines = lines[1:]
-	}
-	for len(lines) > 0 && ansi.Strip(lines[len(lines)-1]) == "" {
-		lines = lines[:len(lines)-1]
-	}
-	md.cache[e.key] = rendered{width: w, length: len(e.text), text: strings.Join(lines, "\n")}
-	return lines
-}
-
-// prune forgets the renderings of entries no longer in the conversation
-// (the transcript is bounded), once they outnumber it.
-func (md *markdown) prune(entries []entry) {
-	if len(md.cache) <= 2*len(entries)+64 {
-		return
-	}
-	keep := make(map[string]rendered, len(entries))
-	for _, e := range entries {
-		if c, ok := md.cache[e.key]; ok {
-			keep[e.key] = c
-		}
-	}
-	md.cache = keep
-}
-
-// trimRightSpace drops the padding glamour adds after the text of a line,
-// keeping its styling codes intact.
-func trimRightSpace(l string) string {
-	plain := strings.TrimRight(ansi.Strip(l), " ")
-	return ansi.Truncate(l, ansi.StringWidth(plain), "")
 }
 
 // fit truncates or pads s to exactly w cells.

@@ -124,10 +124,10 @@ func askVersion(ctx context.Context) (int, int, error) {
 	return parseVersion(string(out))
 }
 
-var versionRE = regexp.MustCompile(`(\d+)\.(\d+)`)
+var versionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(\d+)\.(\d+)`) })
 
 func parseVersion(s string) (int, int, error) {
-	m := versionRE.FindStringSubmatch(s)
+	m := versionRE().FindStringSubmatch(s)
 	if m == nil {
 		return 0, 0, fmt.Errorf("git --version said %q: no version number", strings.TrimSpace(s))
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -137,7 +138,7 @@ func (u usageSpec) set() bool {
 }
 
 var (
-	toolNameRE  = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	toolNameRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
 	stopReasons = map[string]bool{
 		"end_turn": true, "tool_use": true, "max_tokens": true,
 		"stop_sequence": true, "pause_turn": true, "refusal": true,
@@ -277,8 +278,8 @@ func buildRule(rs ruleSpec) (rule, error) {
 		b := block{text: bs.Text, thinking: bs.Thinking}
 		if tu := bs.ToolUse; tu != nil {
 			hasToolUse = true
-			if !toolNameRE.MatchString(tu.Name) {
-				return r, fmt.Errorf("reply block %d: tool_use name %q must match %s", j, tu.Name, toolNameRE)
+			if !toolNameRE().MatchString(tu.Name) {
+				return r, fmt.Errorf("reply block %d: tool_use name %q must match %s", j, tu.Name, toolNameRE())
 			}
 			input, err := fakescript.JSONable(tu.Input)
 			if err != nil {
@@ -325,15 +326,15 @@ func decodeStrict(node *yaml.Node, v any) error {
 	dec.KnownFields(true)
 	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
 		// Lines of the re-encoded text mean nothing to the script's author.
-		return errors.New(yamlLineRE.ReplaceAllString(yamlMessage(err), ""))
+		return errors.New(yamlLineRE().ReplaceAllString(yamlMessage(err), ""))
 	}
 	return nil
 }
 
 var (
-	yamlLineRE    = regexp.MustCompile(`line \d+: `)
-	yamlUnknownRE = regexp.MustCompile(`field (\S+) not found in type \S+`)
-	yamlTypeRE    = regexp.MustCompile(`(?:fakeapi\.|\*)(\w+Spec|Fault|FaultKind)`)
+	yamlLineRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`line \d+: `) })
+	yamlUnknownRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`field (\S+) not found in type \S+`) })
+	yamlTypeRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?:fakeapi\.|\*)(\w+Spec|Fault|FaultKind)`) })
 )
 
 // yamlMessage makes yaml.v3's errors read in the script's terms.
@@ -344,8 +345,8 @@ func yamlMessage(err error) string {
 		msg = strings.Join(te.Errors, "; ")
 	}
 	msg = strings.TrimPrefix(msg, "yaml: ")
-	msg = yamlUnknownRE.ReplaceAllString(msg, `unknown key "$1"`)
-	msg = yamlTypeRE.ReplaceAllStringFunc(msg, func(s string) string {
+	msg = yamlUnknownRE().ReplaceAllString(msg, `unknown key "$1"`)
+	msg = yamlTypeRE().ReplaceAllStringFunc(msg, func(s string) string {
 		s = strings.TrimPrefix(strings.TrimPrefix(s, "*"), "fakeapi.")
 		switch s {
 		case "ruleSpec":

@@ -194,8 +194,8 @@ func (v *validator) tools(tools any) error {
 		if !ok {
 			return fmt.Errorf("tools.%d.name: Field required", i)
 		}
-		if !toolNameRE.MatchString(name) {
-			return fmt.Errorf("tools.%d.name: String should match pattern '%s', got %q", i, toolNameRE, name)
+		if !toolNameRE().MatchString(name) {
+			return fmt.Errorf("tools.%d.name: String should match pattern '%s', got %q", i, toolNameRE(), name)
 		}
 		if seen[name] {
 			return fmt.Errorf("tools: Tool names must be unique; %q appears more than once", name)
@@ -386,8 +386,8 @@ func (v *validator) block(path, typ string, b map[string]any) error {
 		}
 		v.toolUseIDs[id] = true
 		name, _ := b["name"].(string)
-		if !toolNameRE.MatchString(name) {
-			return fmt.Errorf("%s.name: String should match pattern '%s', got %s", path, toolNameRE, jsonText(b["name"]))
+		if !toolNameRE().MatchString(name) {
+			return fmt.Errorf("%s.name: String should match pattern '%s', got %s", path, toolNameRE(), jsonText(b["name"]))
 		}
 		if _, ok := b["input"].(map[string]any); !ok {
 			return fmt.Errorf("%s.input: Input should be a valid dictionary", path)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -120,7 +121,7 @@ type (
 )
 
 var (
-	toolNameRE    = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	toolNameRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
 	finishReasons = map[string]bool{"stop": true, "tool_calls": true, "length": true, "content_filter": true}
 )
 
@@ -236,8 +237,8 @@ func buildRule(rs ruleSpec) (rule, error) {
 			r.reply = append(r.reply, part{text: ps.Text})
 		case ps.ToolCall != nil:
 			tc := ps.ToolCall
-			if !toolNameRE.MatchString(tc.Name) {
-				return r, fmt.Errorf("reply part %d: tool_call name %q must match %s", j, tc.Name, toolNameRE)
+			if !toolNameRE().MatchString(tc.Name) {
+				return r, fmt.Errorf("reply part %d: tool_call name %q must match %s", j, tc.Name, toolNameRE())
 			}
 			args, err := fakescript.JSONable(tc.Arguments)
 			if err != nil {

@@ -112,7 +112,7 @@ func checkTools(v any) error {
 			return fmt.Errorf("Missing required parameter: 'tools[%d].function'.", i)
 		}
 		name, _ := fn["name"].(string)
-		if !toolNameRE.MatchString(name) {
+		if !toolNameRE().MatchString(name) {
 			return fmt.Errorf("Invalid 'tools[%d].function.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.", i)
 		}
 		if seen[name] {
@@ -279,7 +279,7 @@ func toolCalls(v any, i int) ([]string, error) {
 		if !ok {
 			return nil, fmt.Errorf("Missing required parameter: '%s.function'.", where)
 		}
-		if name, _ := fn["name"].(string); !toolNameRE.MatchString(name) {
+		if name, _ := fn["name"].(string); !toolNameRE().MatchString(name) {
 			return nil, fmt.Errorf("Invalid '%s.function.name': %s", where, jsonText(fn["name"]))
 		}
 		args, ok := fn["arguments"].(string)
