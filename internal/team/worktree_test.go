@@ -58,6 +58,7 @@ func withIsolation(iso string) option { return func(c *team.Config) { c.Isolatio
 // roster records path and branch; TeamDelete removes worktrees and
 // branches and leaves no stale .git/worktrees entry.
 func TestWorktreeCleanMerge(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead
@@ -154,6 +155,7 @@ rules:
 // with the file and the hunk, and after the owner merges main into its
 // branch and resolves, completing again merges.
 func TestWorktreeConflict(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead
@@ -235,6 +237,7 @@ rules:
 // them. (The lead holds the lease here: a teammate that holds a task
 // while idle is reminded and hands it back, so it could not hold still.)
 func TestLeaseRefusal(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead
@@ -283,6 +286,7 @@ rules:
 // on a dirty checkout refuses the spawn with the reason, never a silent
 // shared checkout.
 func TestWorktreeSpawnErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		setup func(t *testing.T, ws string)
