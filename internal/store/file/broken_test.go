@@ -120,7 +120,7 @@ func failAfter(t *testing.T, n int) {
 // transcript as they were, ending in a whole line, and the next append
 // after the fault is read normally.
 func TestFailedAppendLeavesNoFragment(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it swaps appendWrite, which every store uses.
 	dir := t.TempDir()
 	tm := newTestTeam(t, dir, "alice")
 	ctx := context.Background()
