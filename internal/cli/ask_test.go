@@ -11,6 +11,7 @@ import (
 )
 
 func TestLeadAsker(t *testing.T) {
+	t.Parallel()
 	shown := make(chan store.Message, 1)
 	a := newLeadAsker(func(m store.Message) { shown <- m })
 	call := agent.Call{Name: "bash", Input: json.RawMessage(`{"command":"make"}`)}

@@ -31,6 +31,7 @@ func TestMain(m *testing.M) {
 
 // TestScripts runs the end-to-end CLI scripts in testdata/script.
 func TestScripts(t *testing.T) {
+	t.Parallel()
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {

@@ -64,6 +64,7 @@ func toolIDOnce(t *testing.T, script string, args ...string) string {
 // it (a resumed conversation holding both would be refused); --id-prefix
 // makes ids reproducible.
 func TestFakeAPIToolIDsUniqueAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	script := filepath.Join(t.TempDir(), "s.yaml")
 	if err := os.WriteFile(script, []byte("rules:\n  - reply:\n      - tool_use: {name: bash, input: {command: ls}}\n"), 0o644); err != nil {
 		t.Fatal(err)

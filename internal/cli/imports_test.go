@@ -27,6 +27,7 @@ var forbiddenInCLI = []string{
 // TestCLIImportsNoConcreteStoreOrProvider reads the imports of cli's own
 // (non-test) files.
 func TestCLIImportsNoConcreteStoreOrProvider(t *testing.T) {
+	t.Parallel()
 	imports := goImports(t, ".", false)
 	if len(imports["github.com/spf13/cobra"]) == 0 {
 		t.Fatalf("read no import of cobra in cli's files: the check reads the wrong files (%d imports found)", len(imports))
@@ -39,6 +40,7 @@ func TestCLIImportsNoConcreteStoreOrProvider(t *testing.T) {
 // TestForbiddenImportsFound proves the check sees an import: a file that
 // names the file store is reported, one that does not is not.
 func TestForbiddenImportsFound(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		src  string

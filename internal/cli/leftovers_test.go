@@ -36,6 +36,7 @@ func startTime(t *testing.T, pid int) uint64 {
 // TestResumeKillsLeftovers: troupe resume kills the command groups a dead
 // troupe recorded under the state directory, before anything else.
 func TestResumeKillsLeftovers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	t.Cleanup(func() { shell.SetRecordDir("") })
 	left := exec.Command("bash", "-c", "sleep 1000 & sleep 1000")

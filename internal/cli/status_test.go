@@ -30,6 +30,7 @@ func deadPID(t *testing.T) int {
 // at once, though its heartbeat is fresh; the lead's model comes from its
 // last model call and its status from the process that ran it.
 func TestTeamStatusDeadPID(t *testing.T) {
+	t.Parallel()
 	now := time.Now().UTC()
 	dead := deadPID(t)
 	for _, tc := range []struct {

@@ -11,6 +11,7 @@ import (
 // it asks for the team says the team finished and was archived, not that
 // there is no team yet; a new team ends that.
 func TestSessionCtlNoTeam(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		events []string

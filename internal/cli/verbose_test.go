@@ -12,6 +12,7 @@ import (
 // TestVerboseEvent: every line names who wrote it; kinds without words of
 // their own show their fields as sorted key=value, never as a Go map.
 func TestVerboseEvent(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		ev   store.Event

@@ -48,6 +48,7 @@ var browserFlags = []chromedp.ExecAllocatorOption{
 // four cards reach completed. It saves a 1280×800 screenshot in
 // $TROUPE_TEST_ARTIFACTS (or the test's temporary directory).
 func TestWebDashboardInBrowser(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("no Chromium at %s (apt-get install chromium; CI installs it): %v", chromiumPath, err)
 	}

@@ -15,6 +15,7 @@ import (
 // where and, with --web-actions, the token and a login link that works
 // once; it stops when its context ends.
 func TestWebCommand(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pr, pw := io.Pipe()

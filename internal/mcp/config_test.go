@@ -14,6 +14,7 @@ import (
 )
 
 func TestExpand(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"HOME": "/home/me", "EMPTY": "", "TOKEN": "t0k"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	tests := []struct {
@@ -43,6 +44,7 @@ func TestExpand(t *testing.T) {
 }
 
 func TestLoader(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -109,6 +111,7 @@ func TestLoader(t *testing.T) {
 }
 
 func TestCheckSchema(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, schema, err string
 	}{
@@ -141,6 +144,7 @@ func TestCheckSchema(t *testing.T) {
 }
 
 func TestToolName(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ server, tool, want string }{
 		{"github", "create_issue", "mcp__github__create_issue"},
 		{"my.server", "do it!", "mcp__my_server__do_it_"},
@@ -177,6 +181,7 @@ func FuzzCheckSchema(f *testing.F) {
 }
 
 func TestFromSettings(t *testing.T) {
+	t.Parallel()
 	dir, home := t.TempDir(), t.TempDir()
 	write := func(p, body string) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {

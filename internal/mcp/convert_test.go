@@ -13,6 +13,7 @@ import (
 // TestConvertImages: an image the model can take goes to it, base64; one
 // of another type or too large is only named in the text.
 func TestConvertImages(t *testing.T) {
+	t.Parallel()
 	big := bytes.Repeat([]byte{1}, MaxImageBytes+1)
 	tests := []struct {
 		name   string

@@ -11,6 +11,7 @@ import (
 // server listed the last time without starting it, and starts it at the
 // first call; a changed configuration is started with the session again.
 func TestLazyStart(t *testing.T) {
+	t.Parallel()
 	cache := t.TempDir()
 	srv := helperServer(t, "s", "basic")
 

@@ -76,6 +76,7 @@ func httpServers(t *testing.T) (streamURL, sseURL string) {
 // TestTransports lists and calls the same tools over stdio, streamable
 // HTTP and SSE.
 func TestTransports(t *testing.T) {
+	t.Parallel()
 	streamURL, sseURL := httpServers(t)
 	hdr := map[string]string{"X-Api-Key": "k123"}
 	servers := []Server{
@@ -118,6 +119,7 @@ func TestTransports(t *testing.T) {
 }
 
 func TestResults(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{}, helperServer(t, "s", "basic"))
 	tools, _ := m.Tools(context.Background(), nil)
 
@@ -158,6 +160,7 @@ func TestResults(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{ToolTimeout: 300 * time.Millisecond}, helperServer(t, "s", "basic"))
 	tools, _ := m.Tools(context.Background(), nil)
 	res := run(t, find(t, tools, "mcp__s__hang"), `{}`)
@@ -171,6 +174,7 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestToolTimeoutFromEnv(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"MCP_TOOL_TIMEOUT": "1500", "MCP_TIMEOUT": "bad"}
 	m := NewManager(nil, Options{Lookup: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	defer m.Close()
@@ -180,6 +184,7 @@ func TestToolTimeoutFromEnv(t *testing.T) {
 }
 
 func TestCrashRestartsOnce(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{}, helperServer(t, "s", "basic"))
 	tools, _ := m.Tools(context.Background(), nil)
 	crash, echo := find(t, tools, "mcp__s__crash"), find(t, tools, "mcp__s__echo")
@@ -201,6 +206,7 @@ func TestCrashRestartsOnce(t *testing.T) {
 }
 
 func TestConcurrentCallsShareOneProcess(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{}, helperServer(t, "s", "basic"))
 	var wg sync.WaitGroup
 	errs := make(chan string, 16)
@@ -234,6 +240,7 @@ func TestConcurrentCallsShareOneProcess(t *testing.T) {
 }
 
 func TestBadServers(t *testing.T) {
+	t.Parallel()
 	servers := []Server{
 		helperServer(t, "garbage", "garbage"),
 		helperServer(t, "loops", "refloop"),
@@ -269,6 +276,7 @@ func TestBadServers(t *testing.T) {
 }
 
 func TestNameClash(t *testing.T) {
+	t.Parallel()
 	servers := []Server{
 		helperServer(t, "b.x", "basic"),
 		helperServer(t, "b_x", "clash"),
@@ -320,6 +328,7 @@ func TestNameClash(t *testing.T) {
 }
 
 func TestSelectAndAllow(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{}, helperServer(t, "a", "basic"), helperServer(t, "b", "basic"))
 	tools, _ := m.Tools(context.Background(), []string{"b"})
 	for _, n := range names(tools) {
@@ -336,6 +345,7 @@ func TestSelectAndAllow(t *testing.T) {
 }
 
 func TestCloseStopsServers(t *testing.T) {
+	t.Parallel()
 	m := NewManager([]Server{helperServer(t, "s", "basic")}, Options{})
 	if errs := m.Start(context.Background()); len(errs) != 0 {
 		t.Fatal(errs)
@@ -351,6 +361,7 @@ func TestCloseStopsServers(t *testing.T) {
 }
 
 func TestAddTo(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{}, helperServer(t, "s", "refloop"))
 	reg := tool.NewRegistry()
 	probs := m.AddTo(context.Background(), reg, nil)
@@ -369,6 +380,7 @@ func TestAddTo(t *testing.T) {
 // TestCrashBetweenCalls: a server that died while nobody called it is
 // restarted (once) at the next use, which goes through.
 func TestCrashBetweenCalls(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{}, helperServer(t, "s", "basic"))
 	if errs := m.Start(context.Background()); len(errs) != 0 {
 		t.Fatal(errs)

@@ -14,6 +14,7 @@ import (
 // installs it with `npm install -g @modelcontextprotocol/server-filesystem`);
 // every one of its tool schemas must pass CheckSchema and a call must work.
 func TestNPMFilesystemServer(t *testing.T) {
+	t.Parallel()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not installed: the npm reference server cannot run")

@@ -92,6 +92,7 @@ func (f *teamFixture) member(t *testing.T) store.Member {
 // client joins a team, claims a task, messages the lead and answers a
 // shutdown.
 func TestExternalMemberJoinsClaimsAndShutsDown(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newTeamFixture(t)
 	if m := f.member(t); m.AgentType != AgentTypeExternal || m.Status != store.StatusIdle || m.Role != "reviewer" || m.HeartbeatAt.IsZero() {
@@ -249,6 +250,7 @@ func receiveAll(t testing.TB, team store.Team, who string) []store.Message {
 }
 
 func TestShutdownHandsBackTasksAndRefusalNeedsReason(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newTeamFixture(t)
 	if _, err := f.lead.Tasks().Create(ctx, store.Task{Subject: "half done"}); err != nil {
@@ -282,6 +284,7 @@ func TestShutdownHandsBackTasksAndRefusalNeedsReason(t *testing.T) {
 }
 
 func TestJoinRefusals(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := file.Open(t.TempDir(), file.Options{})
 	if err != nil {
@@ -301,6 +304,7 @@ func TestJoinRefusals(t *testing.T) {
 }
 
 func TestResources(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newTeamFixture(t)
 	if _, err := f.lead.Tasks().Create(ctx, store.Task{Subject: "one"}); err != nil {
@@ -334,6 +338,7 @@ func TestResources(t *testing.T) {
 // TestReceiveWakesOnSend: a waiting ReceiveMessages returns when a message
 // arrives, well before its wait is over.
 func TestReceiveWakesOnSend(t *testing.T) {
+	t.Parallel()
 	f := newTeamFixture(t)
 	got := make(chan string, 1)
 	go func() {
@@ -360,6 +365,7 @@ func TestReceiveWakesOnSend(t *testing.T) {
 // TestIdleNotification: a member that goes from working to waiting tells
 // the lead once, as a runtime teammate does.
 func TestIdleNotification(t *testing.T) {
+	t.Parallel()
 	f := newTeamFixture(t)
 	f.call(t, "ReceiveMessages", map[string]any{"wait_seconds": 0}) // idle already: no notice
 	f.call(t, "TaskList", map[string]any{})
@@ -417,6 +423,7 @@ func BenchmarkReceiveLatency(b *testing.B) {
 // TestCloseLetsTheNameRejoin: a client that leaves without shutting down
 // leaves its member stale (dead to the team) and the name free to join.
 func TestCloseLetsTheNameRejoin(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := file.Open(t.TempDir(), file.Options{})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 // making model calls when it reaches it, goes idle with the reason and the
 // lead is told; raising the limit and messaging it lets it go on.
 func TestBudgetStopsTeammate(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead

@@ -52,6 +52,7 @@ rules:
 // teammate wakes reading its context from the cache; when the hour is
 // priced too dear, it keeps the default 5 minutes and wakes to a miss.
 func TestIdleTeammateKeepsItsCache(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		price1h   float64 // per million tokens for claude-sonnet-4*: 6 is the list price

@@ -16,6 +16,7 @@ import (
 // lead's wait reports it stuck, naming the task and its file; the TaskList
 // tool shows it as corrupt where it belongs on the board.
 func TestCorruptTaskKeepsTeamFromDone(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	st, err := file.Open(dir, file.Options{})
 	if err != nil {

@@ -39,6 +39,7 @@ rules:
 // next boundary; the notice is journaled and troupe usage lists it. With
 // the share set to 1 it is never told.
 func TestCoordinationGovernor(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		maxShare float64

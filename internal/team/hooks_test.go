@@ -20,6 +20,7 @@ import (
 // and a teammate fire, the Stop hooks fired for the lead only, and the
 // lead's session id kept in the team's journal.
 func TestHookEventsAcrossTheTeam(t *testing.T) {
+	t.Parallel()
 	capture := `jq -c . >> "$CLAUDE_PROJECT_DIR/events.jsonl"`
 	var hooks []settings.Hook
 	for _, e := range []string{"PreToolUse", "Stop", "SessionStart", "TeammateIdle"} {
@@ -117,6 +118,7 @@ func str(v any) string {
 // team existed, is the one a later session resuming the team fires
 // SessionStart (source resume) with; SessionEnd fires when a session closes.
 func TestHookSessionIDSurvivesResume(t *testing.T) {
+	t.Parallel()
 	capture := `jq -c '{e: .hook_event_name, id: .session_id, source, reason}' >> "$CLAUDE_PROJECT_DIR/events.jsonl"`
 	var hooks []settings.Hook
 	for _, e := range []string{"SessionStart", "SessionEnd"} {
@@ -178,6 +180,7 @@ rules:
 // file its messages were written to: under the lead's session when it has
 // no team, beside the team's transcripts when it has one.
 func TestSubagentStopTranscript(t *testing.T) {
+	t.Parallel()
 	capture := `jq -c '{e: .hook_event_name, id: .agent_id, type: .agent_type, path: .agent_transcript_path}' >> "$CLAUDE_PROJECT_DIR/events.jsonl"`
 	hooks := []settings.Hook{{Event: "SubagentStop", Type: "command", Command: capture}}
 	f := start(t, `

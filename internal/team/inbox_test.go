@@ -48,6 +48,7 @@ func contents(msgs []store.Message) []string {
 // in between re-delivers them; restored ids are never delivered again; a
 // message the keep function consumes is acked without reaching the model.
 func TestInboxAcksOnceRecorded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tm := testTeam(t)
 	var told []string
@@ -97,6 +98,7 @@ func TestInboxAcksOnceRecorded(t *testing.T) {
 // only for answers and requests from the lead or the human; the lead's
 // side keeps requests until answered and gives the human's to the human.
 func TestProtocolBindsOnlyLeadOrHuman(t *testing.T) {
+	t.Parallel()
 	yes := true
 	p := newProtocol()
 	p.setPlan("plan-alice-1", false)

@@ -105,6 +105,7 @@ func (d *driver) request() store.Message {
 // teammate's message to the lead is reported verbatim and wakes the lead;
 // the human's @message reaches the teammate.
 func TestInteractiveTeam(t *testing.T) {
+	t.Parallel()
 	f, d := drive(t, `
 rules:
   - agent: team-lead
@@ -186,6 +187,7 @@ rules:
 // TestInteractiveInterrupt: Interrupt stops the lead's turn and keeps the
 // conversation; the next input carries on from it.
 func TestInteractiveInterrupt(t *testing.T) {
+	t.Parallel()
 	f, d := drive(t, `
 rules:
   - agent: team-lead
@@ -224,6 +226,7 @@ rules:
 // TestInteractiveCompact: /compact replaces the lead's conversation with
 // its summary, between turns.
 func TestInteractiveCompact(t *testing.T) {
+	t.Parallel()
 	f, d := drive(t, `
 rules:
   - agent: team-lead
@@ -254,6 +257,7 @@ rules:
 // wakes it (idle), the lead's message arrives during its long tool call
 // (tool_boundary), and the teammate's report wakes the lead (idle).
 func TestOnDelivered(t *testing.T) {
+	t.Parallel()
 	type got struct{ Agent, From, Content, At string }
 	var mu sync.Mutex
 	var seen []got

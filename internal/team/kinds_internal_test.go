@@ -14,6 +14,7 @@ import (
 // permission engine, the guard and the subagent types never meet one of
 // unknown kind among troupe's own; the team tools are management.
 func TestEveryToolHasAKind(t *testing.T) {
+	t.Parallel()
 	b := &binding{}
 	regs := map[string]*tool.Registry{
 		RoleLead:     leadRegistry(b, &todo.List{}, nil, tool.TaskHandlers{}),

@@ -59,6 +59,7 @@ func processMCPTools(servers []string) []tool.Tool {
 // it the teammate gets all of the lead's; a server the lead has no tools of
 // is refused with the list.
 func TestSpawnMCPServers(t *testing.T) {
+	t.Parallel()
 	forModes(t, func(t *testing.T, mode option) {
 		f := startMode(t, mode, `
 rules:
@@ -138,6 +139,7 @@ rules:
 // TestPatternRoleMCPServers: a pattern's role may name the MCP servers its
 // teammates get; a spawn of that role without mcp_servers gets only those.
 func TestPatternRoleMCPServers(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead

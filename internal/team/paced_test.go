@@ -54,6 +54,7 @@ rules:
 // every agent must match, and each replay ends with the same owner for each
 // task and the same files.
 func TestPacedRunReplaysExactly(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	rec := start(t, pacedScript, func(c *team.Config) {
 		r := cassette.NewRecorder(c.Provider, &buf, cassette.Header{})

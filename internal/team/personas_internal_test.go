@@ -9,6 +9,7 @@ import (
 )
 
 func TestTaskRefs(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		text string
 		want []string
@@ -26,6 +27,7 @@ func TestTaskRefs(t *testing.T) {
 }
 
 func TestCastMember(t *testing.T) {
+	t.Parallel()
 	r := &store.Roster{Personas: []store.Persona{
 		{Name: "Marlow", Role: "lead", Member: store.LeadName},
 		{Name: "Wren", Role: "implementer"},

@@ -30,6 +30,7 @@ func withThemes(t *testing.T, history string) option {
 // told the character it plays and the working rules; the lead's prompt
 // names the patterns and themes; messages keep internal names.
 func TestPersonaTeam(t *testing.T) {
+	t.Parallel()
 	history := filepath.Join(t.TempDir(), "home", ".claude", persona.HistoryFile)
 	f := start(t, `
 rules:
@@ -88,6 +89,7 @@ rules:
 // the lead's writes from the next call on; switched back, they run again;
 // TeamDelete takes it off.
 func TestDelegateBySwitch(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead

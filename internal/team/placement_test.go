@@ -43,6 +43,7 @@ func (p *ownDir) Place(_ context.Context, teamName, member string) (team.Env, er
 // land in its own workspace, not the lead's, and the roster records that
 // directory as its cwd.
 func TestPlacement(t *testing.T) {
+	t.Parallel()
 	p := &ownDir{root: t.TempDir(), t: t}
 	f := start(t, `
 rules:

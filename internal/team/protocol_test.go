@@ -15,6 +15,7 @@ import (
 // runtime until the lead approves its plan; a rejection carries feedback and
 // the teammate revises.
 func TestPlanModeEnforced(t *testing.T) {
+	t.Parallel()
 	forModes(t, func(t *testing.T, mode option) {
 		f := startMode(t, mode, `
 rules:
@@ -94,6 +95,7 @@ rules:
 // before bash; the request reaches the lead, whose answer lets the command
 // run (and a denial stops the next one).
 func TestPermissionRequestAnsweredByLead(t *testing.T) {
+	t.Parallel()
 	forModes(t, func(t *testing.T, mode option) {
 		f := startMode(t, mode, `
 rules:
@@ -150,6 +152,7 @@ rules:
 // TestIdleTimeout: with idle_timeout a teammate with nothing to do exits on
 // its own and tells the lead.
 func TestIdleTimeout(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead
@@ -198,6 +201,7 @@ rules:
 // TestAssignmentReachesOwner: TaskUpdate with an owner puts a
 // task_assignment in that member's inbox, and the member works the task.
 func TestAssignmentReachesOwner(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead

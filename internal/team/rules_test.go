@@ -33,6 +33,7 @@ func withRules(t *testing.T, hooks []settings.Hook, words []string) option {
 // keeps the task in progress and its stderr reaches the model; once the
 // hook is satisfied the task completes.
 func TestTaskCompletedHookKeepsTaskOpen(t *testing.T) {
+	t.Parallel()
 	hooks := []settings.Hook{{Event: "TaskCompleted", Type: "command",
 		Command: `test -f tests-pass || { echo "run the tests first (touch tests-pass)" >&2; exit 2; }`}}
 	f := start(t, `
@@ -77,6 +78,7 @@ rules:
 // TestTeammateIdleHookSendsBackToWork: a TeammateIdle hook that blocks
 // gives the teammate its reason as new work instead of letting it idle.
 func TestTeammateIdleHookSendsBackToWork(t *testing.T) {
+	t.Parallel()
 	hooks := []settings.Hook{{Event: "TeammateIdle", Type: "command",
 		Command: `test -f CHANGELOG.md || { echo "update CHANGELOG.md before you stop" >&2; exit 2; }`}}
 	f := start(t, `
@@ -109,6 +111,7 @@ rules:
 // TestPatternsGuardTheLead: under a manage-only pattern the lead's edit is
 // refused; under a lead-works pattern and an unknown one it is allowed.
 func TestPatternsGuardTheLead(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		pattern  string
 		refused  bool
@@ -146,6 +149,7 @@ rules:
 // TestArtifactGuardStopsCommit: a teammate's git commit whose message holds
 // a listed word is refused before bash runs.
 func TestArtifactGuardStopsCommit(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead

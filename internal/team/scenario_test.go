@@ -390,16 +390,17 @@ func checkJSONL(t *testing.T, path string) {
 // TestScenarios runs a fixed set of seeds in process, a few in process
 // mode with a teammate killed, and a random sweep whose seeds are printed.
 func TestScenarios(t *testing.T) {
+	t.Parallel()
 	if *scenarioSeed >= 0 {
 		sc := genScenario(*scenarioSeed)
-		t.Run("inprocess", func(t *testing.T) { runScenario(t, sc, team.ModeInProcess) })
+		t.Run("inprocess", func(t *testing.T) { t.Parallel(); runScenario(t, sc, team.ModeInProcess) })
 		if sc.Kill = true; len(sc.Mates) > 0 {
-			t.Run("process", func(t *testing.T) { runScenario(t, sc, team.ModeProcess) })
+			t.Run("process", func(t *testing.T) { t.Parallel(); runScenario(t, sc, team.ModeProcess) })
 		}
 		return
 	}
 	for seed := int64(0); seed < 40; seed++ {
-		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { runScenario(t, genScenario(seed), team.ModeInProcess) })
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { t.Parallel(); runScenario(t, genScenario(seed), team.ModeInProcess) })
 	}
 	for _, seed := range []int64{3, 7, 11, 19} {
 		sc := genScenario(seed)
@@ -407,12 +408,12 @@ func TestScenarios(t *testing.T) {
 			sc.Mates = []scenarioMate{{Name: "m1", Role: "dev"}}
 		}
 		sc.Kill = true
-		t.Run(fmt.Sprintf("process-kill-seed%d", seed), func(t *testing.T) { runScenario(t, sc, team.ModeProcess) })
+		t.Run(fmt.Sprintf("process-kill-seed%d", seed), func(t *testing.T) { t.Parallel(); runScenario(t, sc, team.ModeProcess) })
 	}
 	base := time.Now().UnixNano() & 0x7fffffff
 	for i := range *scenarioSweep {
 		seed := base + int64(i)
-		t.Run(fmt.Sprintf("random-seed%d", seed), func(t *testing.T) { runScenario(t, genScenario(seed), team.ModeInProcess) })
+		t.Run(fmt.Sprintf("random-seed%d", seed), func(t *testing.T) { t.Parallel(); runScenario(t, genScenario(seed), team.ModeInProcess) })
 	}
 }
 

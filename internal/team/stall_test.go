@@ -53,6 +53,7 @@ func (f *fixture) leadSaw(s string) bool {
 // task and spawns nobody. The team is stalled from the start; the lead gets
 // one turn to fix it, then the run ends as stalled, saying why.
 func TestStallWithNoTeammate(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead
@@ -88,6 +89,7 @@ rules:
 // role nobody has. Whether the teammate's idle notice lands during the
 // lead's turn or after it, the run ends as stalled.
 func TestStallWithRoleNobodyHas(t *testing.T) {
+	t.Parallel()
 	forModes(t, func(t *testing.T, mode option) {
 		f := startMode(t, mode, `
 rules:
@@ -126,6 +128,7 @@ rules:
 // to the board (unowned, pending), the lead hears of it, and the run ends as
 // stalled on that task instead of hanging.
 func TestShutdownWithTaskInProgress(t *testing.T) {
+	t.Parallel()
 	forModes(t, func(t *testing.T, mode option) {
 		f := startMode(t, mode, `
 rules:
@@ -188,6 +191,7 @@ rules:
 // its task in progress claims nothing new; after MaxReminders reminders the
 // task goes back to the board and the lead is told.
 func TestUnfinishedTaskIsHandedBack(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead
@@ -245,6 +249,7 @@ rules:
 // TestMessageToShutDownMember: a message to a member that has shut down is
 // refused like one to an unknown name.
 func TestMessageToShutDownMember(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead
@@ -283,6 +288,7 @@ rules:
 // members as a headless run does: their tasks go back to the board and the
 // lead is woken with the news.
 func TestInteractiveReapsDeadTeammate(t *testing.T) {
+	t.Parallel()
 	f, d := drive(t, `
 rules:
   - agent: team-lead
@@ -349,6 +355,7 @@ rules:
 // when its own rules would let it run it; a lead in plan mode cannot grant
 // a command.
 func TestLeadGrantsOnlyWhatItMay(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead
@@ -388,6 +395,7 @@ rules:
 // plan sent to the human (a human is attached and takes plan requests) is
 // waiting for the human, not stalled: the run ends saying so.
 func TestPlanWaitingForHumanIsNotStalled(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead

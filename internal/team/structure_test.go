@@ -24,6 +24,7 @@ const (
 // fails on a struct type with more than maxStructFields fields or a file of
 // more than maxFileLines lines.
 func TestStructure(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("*.go")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no Go files: %v", err)
@@ -91,6 +92,7 @@ func itoa(n int) string {
 // of the struct that embeds it, however many fields it has, so a record
 // split into embedded groups passes while each group is itself checked.
 func TestStructureEmbedded(t *testing.T) {
+	t.Parallel()
 	var src strings.Builder
 	src.WriteString("package team\n\ntype group struct {\n")
 	for i := range maxStructFields {
@@ -113,6 +115,7 @@ func TestStructureEmbedded(t *testing.T) {
 
 // TestStructureCanFail feeds the check a file that breaks both limits.
 func TestStructureCanFail(t *testing.T) {
+	t.Parallel()
 	var src strings.Builder
 	src.WriteString("package team\n\ntype god struct {\n")
 	for i := range maxStructFields + 1 {

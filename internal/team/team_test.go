@@ -40,6 +40,9 @@ type fixture struct {
 	keys  *teamkey.Keys
 }
 
+// testPoll is the store's poll in the fixtures.
+var testPoll = 50 * time.Millisecond
+
 type option func(*team.Config)
 
 func withMode(mode string) option { return func(c *team.Config) { c.TeammateMode = mode } }
@@ -48,7 +51,10 @@ func withMode(mode string) option { return func(c *team.Config) { c.TeammateMode
 // same behaviour is expected of both.
 func forModes(t *testing.T, test func(t *testing.T, mode option)) {
 	for _, m := range []string{team.ModeInProcess, team.ModeProcess} {
-		t.Run(m, func(t *testing.T) { test(t, withMode(m)) })
+		t.Run(m, func(t *testing.T) {
+			t.Parallel()
+			test(t, withMode(m))
+		})
 	}
 }
 
@@ -68,7 +74,7 @@ func startOn(t *testing.T, srv *fakeapi.Server, opts ...option) *fixture {
 	t.Helper()
 	ws := t.TempDir()
 	state := filepath.Join(ws, ".troupe")
-	st, err := file.Open(state, file.Options{})
+	st, err := file.Open(state, file.Options{PollInterval: testPoll})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +222,7 @@ rules:
 // TestAliceMessagesBob is seed 000's first try-it case: spawn alice and bob
 // and have alice message bob; bob tells the lead, whose inbox wakes it.
 func TestAliceMessagesBob(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{team.ModeInProcess, team.ModeProcess} {
 		t.Run(mode, func(t *testing.T) {
 			f := start(t, aliceBobScript, withMode(mode))
@@ -263,6 +270,7 @@ func TestAliceMessagesBob(t *testing.T) {
 // TestBroadcastAndUnknownRecipient: a broadcast reaches every member but the
 // sender; a message to a name not on the roster is refused with the list.
 func TestBroadcastAndUnknownRecipient(t *testing.T) {
+	t.Parallel()
 	forModes(t, func(t *testing.T, mode option) {
 		f := startMode(t, mode, `
 rules:
@@ -307,6 +315,7 @@ rules:
 // TestManagementToolsRefused: a teammate has no management tools (they are
 // not even offered), and delegate mode refuses the lead's bash.
 func TestManagementToolsRefused(t *testing.T) {
+	t.Parallel()
 	forModes(t, func(t *testing.T, mode option) {
 		f := startMode(t, mode, `
 rules:
@@ -349,6 +358,7 @@ rules:
 // long tool call reaches it with that call's result, not only when it goes
 // idle.
 func TestMessageArrivesAtToolBoundary(t *testing.T) {
+	t.Parallel()
 	forModes(t, func(t *testing.T, mode option) {
 		f := startMode(t, mode, `
 rules:
@@ -400,6 +410,7 @@ rules:
 // model call. The writer's tool waits for the file "asked", which the lead
 // writes right after its request, so the request lands mid-task.
 func TestShutdownRejectedThenApproved(t *testing.T) {
+	t.Parallel()
 	forModes(t, func(t *testing.T, mode option) {
 		f := startMode(t, mode, `
 rules:

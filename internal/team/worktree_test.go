@@ -59,6 +59,7 @@ func withIsolation(iso string) option { return func(c *team.Config) { c.Isolatio
 // roster records path and branch; TeamDelete removes worktrees and
 // branches and leaves no stale .git/worktrees entry.
 func TestWorktreeCleanMerge(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead
@@ -155,6 +156,7 @@ rules:
 // with the file and the hunk, and after the owner merges main into its
 // branch and resolves, completing again merges.
 func TestWorktreeConflict(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead
@@ -236,6 +238,7 @@ rules:
 // them. (The lead holds the lease here: a teammate that holds a task
 // while idle is reminded and hands it back, so it could not hold still.)
 func TestLeaseRefusal(t *testing.T) {
+	t.Parallel()
 	f := start(t, `
 rules:
   - agent: team-lead
@@ -284,6 +287,7 @@ rules:
 // on a dirty checkout refuses the spawn with the reason, never a silent
 // shared checkout.
 func TestWorktreeSpawnErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		setup func(t *testing.T, ws string)

@@ -12,6 +12,7 @@ import (
 // update: each change sees the ones staged before it in its batch; a List
 // after them sees them all.
 func TestGroupCommitLosesNoUpdate(t *testing.T) {
+	t.Parallel()
 	tm := newTestTeam(t, t.TempDir())
 	ctx := context.Background()
 	for range 3 {

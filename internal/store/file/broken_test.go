@@ -39,6 +39,7 @@ func openLogged(t *testing.T, dir string) (*Store, *bytes.Buffer) {
 // a duplicate, and is skipped quietly; a restarted reader handed the same
 // unacked line again is a redelivery, not a duplicate.
 func TestDuplicateIDSetAside(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	newTestTeam(t, dir, "alice")
 	s, logs := openLogged(t, dir)
@@ -119,6 +120,7 @@ func failAfter(t *testing.T, n int) {
 // transcript as they were, ending in a whole line, and the next append
 // after the fault is read normally.
 func TestFailedAppendLeavesNoFragment(t *testing.T) {
+	// Not parallel: it swaps appendWrite, which every store uses.
 	dir := t.TempDir()
 	tm := newTestTeam(t, dir, "alice")
 	ctx := context.Background()
@@ -176,6 +178,7 @@ func TestFailedAppendLeavesNoFragment(t *testing.T) {
 // The same with the kernel's file size limit (RLIMIT_FSIZE) in a child
 // process: a real short write followed by EFBIG.
 func TestFileSizeLimitLeavesNoFragment(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tm := newTestTeam(t, dir, "alice")
 	ctx := context.Background()
@@ -209,6 +212,7 @@ func readAll(r interface{ Read([]byte) (int, error) }) (string, error) {
 // when a team is opened, unless a live writer may own them: its lock is
 // held, or (for files no lock covers) they are recent.
 func TestStrayTempsSweptAtOpen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	newTestTeam(t, dir, "alice", "bob")
 	team := filepath.Join(dir, "teams/t1")
@@ -337,6 +341,7 @@ func readOnlyChild(dir string) int {
 // read-only state directory: no lock file or directory is needed, and an
 // unfinished multi-file change on the board is seen as done.
 func TestReadOnlyStateDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tm := newTestTeam(t, dir, "alice")
 	ctx := context.Background()

@@ -42,6 +42,7 @@ func (damage) CorruptRoster(t *testing.T, s store.Store, team string) {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.RunWith(t, func(t *testing.T) func() store.Store {
 		dir := t.TempDir()
 		return func() store.Store {
@@ -57,6 +58,7 @@ func TestConformance(t *testing.T) {
 // The suite again with fsnotify off: in-process channels and the poll alone
 // must keep every promise.
 func TestConformancePollOnly(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("slow: waits on the poll")
 	}
@@ -121,6 +123,7 @@ func TestOpenURL(t *testing.T) {
 // (an editor) is read anew, not served from the parse cache, even at the
 // same size.
 func TestHandEditSeen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := Open(t.TempDir(), Options{})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 )
 
 func TestGitignoreWrittenOnceAndKept(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), ".troupe")
 	s, err := Open(dir, Options{DisableWatch: true})
 	if err != nil {
@@ -34,6 +35,7 @@ func TestGitignoreWrittenOnceAndKept(t *testing.T) {
 
 // TestGitignoreKeepsTranscriptsOut asks git itself which paths it ignores.
 func TestGitignoreKeepsTranscriptsOut(t *testing.T) {
+	t.Parallel()
 	git, err := exec.LookPath("git")
 	if err != nil {
 		t.Skip("git is not installed")

@@ -48,6 +48,7 @@ func receiveNow(t *testing.T, mb store.Mailbox, member string) []store.Message {
 }
 
 func TestLayout(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tm := newTestTeam(t, dir, "alice")
 	ctx := context.Background()
@@ -121,6 +122,7 @@ func TestLayout(t *testing.T) {
 // set aside in <member>.bad; a sender after a torn line that will never be
 // completed does not glue its line to it.
 func TestTornAndMalformedLines(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var logs bytes.Buffer
 	s, err := Open(dir, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -178,6 +180,7 @@ func TestTornAndMalformedLines(t *testing.T) {
 // a cursor that no longer matches: it starts from 0 and skips nothing, even
 // when new messages have grown the file past the old offset.
 func TestStaleCursorAfterCrash(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tm := newTestTeam(t, dir, "alice")
 	ctx := context.Background()
@@ -239,6 +242,7 @@ func TestStaleCursorAfterCrash(t *testing.T) {
 }
 
 func TestInboxFull(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := Open(dir, Options{MaxInboxBytes: 1000})
 	if err != nil {
@@ -288,6 +292,7 @@ func TestInboxFull(t *testing.T) {
 // A reader whose acked prefix grows past compactBytes while senders keep
 // the file from ever emptying rewrites it without the prefix.
 func TestInboxCompaction(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tm := newTestTeam(t, dir, "alice")
 	ctx := context.Background()
@@ -321,6 +326,7 @@ func TestInboxCompaction(t *testing.T) {
 // A multi-file board change interrupted by a crash is finished by the next
 // one to take the lock.
 func TestTaskIntentReplay(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tm := newTestTeam(t, dir)
 	ctx := context.Background()

@@ -179,7 +179,8 @@ func newTestTeam(t *testing.T, dir string, members ...string) *Team {
 // message must be delivered, and none twice once repeats of an id (handed
 // out, not acked when killed) are folded.
 func TestMultiProcessInboxSurvivesKilledReader(t *testing.T) {
-	senders, each := 8, 2000
+	t.Parallel()
+	senders, each := 8, 500
 	if testing.Short() {
 		each = 200
 	}
@@ -259,7 +260,8 @@ func TestMultiProcessInboxSurvivesKilledReader(t *testing.T) {
 // 16 claimers in 4 processes race over every task: each is claimed exactly
 // once, by the owner its file names.
 func TestMultiProcessClaimsExactlyOnce(t *testing.T) {
-	n := 2000
+	t.Parallel()
+	n := 500
 	if testing.Short() {
 		n = 300
 	}
@@ -317,6 +319,7 @@ func TestMultiProcessClaimsExactlyOnce(t *testing.T) {
 // Many processes update the roster at once while the parent keeps reading
 // the raw file: it always parses, and no update is lost.
 func TestMultiProcessRosterUpdates(t *testing.T) {
+	t.Parallel()
 	procs, each := 6, 40
 	if testing.Short() {
 		each = 10

@@ -17,6 +17,7 @@ import (
 // TestTranscriptRedacted: a registered secret never reaches a transcript
 // or the journal on disk.
 func TestTranscriptRedacted(t *testing.T) {
+	t.Parallel()
 	t.Cleanup(secret.Reset)
 	secret.Register("sk-ant-store-test-secret")
 	dir := t.TempDir()

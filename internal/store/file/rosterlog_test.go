@@ -21,6 +21,7 @@ import (
 // status in turn with the roster log and its folds in between: after each
 // change, the other store reads it at once.
 func TestRosterLogSeenAcrossStores(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := newTestTeam(t, dir, "alice", "bob")
 	sb, err := Open(dir, Options{})
@@ -74,6 +75,7 @@ func TestRosterLogSeenAcrossStores(t *testing.T) {
 
 // Concurrent writers in two stores never lose an update.
 func TestRosterLogConcurrentUpdates(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := newTestTeam(t, dir)
 	sb, err := Open(dir, Options{})
@@ -134,6 +136,7 @@ func TestRosterLogConcurrentUpdates(t *testing.T) {
 // the log is folded (at the latest when the store closes), and both read
 // the same roster.
 func TestRosterLogFoldsIntoConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := Open(dir, Options{})
 	if err != nil {
