@@ -154,6 +154,16 @@ func (i *Interactive) Running() []string { return i.s.running() }
 // Run drives the lead until ctx ends, and returns ctx's error. A failed
 // lead turn does not end it: the failure is reported and the human goes on.
 func (i *Interactive) Run(ctx context.Context) error {
+	err := i.run(ctx)
+	if ctx.Err() != nil {
+		// Whatever was reading the store when the context ended says so in
+		// its own words; the caller asked for the end, and gets its cause.
+		return ctx.Err()
+	}
+	return err
+}
+
+func (i *Interactive) run(ctx context.Context) error {
 	if !i.resumed {
 		i.s.sessionStart(ctx, "startup")
 	}
