@@ -256,23 +256,10 @@ func audit(t *testing.T, ws string) {
 	transcripts, _ := filepath.Glob(filepath.Join(dir, "transcripts", "*.jsonl"))
 	for _, tr := range transcripts {
 		for _, l := range readLines(t, tr) {
-			for _, key := range []string{"delivered", "ids"} {
-				if ids, ok := l[key].([]any); ok {
-					for _, id := range ids {
-						seen[fmt.Sprint(id)]++
-					}
-				}
-			}
+			tallyDelivered(seen, l)
 		}
 	}
-	if len(sent) == 0 || len(seen) == 0 {
-		t.Fatalf("nothing to audit: %d messages sent, %d delivered", len(sent), len(seen))
-	}
-	for id, n := range seen {
-		if n > 1 {
-			t.Errorf("message %s reached its recipient %d times", id, n)
-		}
-	}
+	checkDeliveredOnce(t, len(sent), seen)
 	for id, to := range sent {
 		if seen[id] > 0 {
 			continue
@@ -301,4 +288,30 @@ func readLines(t *testing.T, path string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// tallyDelivered counts the message ids a transcript line says were
+// handed to its agent.
+func tallyDelivered(seen map[string]int, line map[string]any) {
+	for _, key := range []string{"delivered", "ids"} {
+		if ids, ok := line[key].([]any); ok {
+			for _, id := range ids {
+				seen[fmt.Sprint(id)]++
+			}
+		}
+	}
+}
+
+// checkDeliveredOnce fails when a message reached its recipient twice, or
+// when there was nothing to audit.
+func checkDeliveredOnce(t *testing.T, sent int, seen map[string]int) {
+	t.Helper()
+	if sent == 0 || len(seen) == 0 {
+		t.Fatalf("nothing to audit: %d messages sent, %d delivered", sent, len(seen))
+	}
+	for id, n := range seen {
+		if n > 1 {
+			t.Errorf("message %s reached its recipient %d times", id, n)
+		}
+	}
 }

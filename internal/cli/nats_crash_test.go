@@ -347,23 +347,10 @@ func auditStore(ctx context.Context, t *testing.T, tm store.Team, taskIDs []stri
 			if json.Unmarshal(l, &rec) != nil {
 				continue
 			}
-			for _, key := range []string{"delivered", "ids"} {
-				if ids, ok := rec[key].([]any); ok {
-					for _, id := range ids {
-						seen[fmt.Sprint(id)]++
-					}
-				}
-			}
+			tallyDelivered(seen, rec)
 		}
 	}
-	if len(sent) == 0 || len(seen) == 0 {
-		t.Fatalf("nothing to audit: %d messages sent, %d delivered", len(sent), len(seen))
-	}
-	for id, n := range seen {
-		if n > 1 {
-			t.Errorf("message %s reached its recipient %d times", id, n)
-		}
-	}
+	checkDeliveredOnce(t, len(sent), seen)
 	waiting := map[string]bool{}
 	for _, name := range r.Names() {
 		msgs, err := tm.Mailbox().Peek(ctx, name)

@@ -264,19 +264,11 @@ func (b *binding) pushOnComplete(ctx context.Context, t store.Team, task store.T
 	if err != nil {
 		return "", fmt.Sprintf("task #%s not completed: %v", id, err)
 	}
-	subject := strings.TrimSpace(task.Subject)
-	if subject == "" {
-		subject = "task #" + id
+	subject, refused := b.commitSubject(task, id)
+	if refused != "" {
+		return "", refused
 	}
-	if b.rules != nil && b.rules.Guard != nil {
-		if w := b.rules.Guard.Find(subject); len(w) > 0 {
-			return "", fmt.Sprintf("task #%s not completed: its subject, the commit message, contains %q, a word listed in artifactGuard.words; change the subject with TaskUpdate first", id, w[0])
-		}
-	}
-	branch := m.Branch
-	if branch == "" {
-		branch = worktree.Branch(t.Name(), m.Name)
-	}
+	branch := memberBranch(t, m)
 	commit, err := repo.Commit(ctx, m.Worktree, subject+"\n\nTroupe-Task: "+id)
 	if err != nil {
 		return "", fmt.Sprintf("task #%s not completed: commit in %s: %v", id, m.Worktree, err)

@@ -264,16 +264,11 @@ func (b *binding) queueOnComplete(ctx context.Context, t store.Team, id string) 
 	if err != nil {
 		return "", fmt.Sprintf("task #%s not completed: %v", id, err)
 	}
-	subject := taskSubject(task)
-	if b.rules != nil && b.rules.Guard != nil {
-		if w := b.rules.Guard.Find(subject); len(w) > 0 {
-			return "", fmt.Sprintf("task #%s not completed: its subject, the commit message, contains %q, a word listed in artifactGuard.words; change the subject with TaskUpdate first", id, w[0])
-		}
+	subject, refused := b.commitSubject(task, id)
+	if refused != "" {
+		return "", refused
 	}
-	branch := m.Branch
-	if branch == "" {
-		branch = worktree.Branch(t.Name(), m.Name)
-	}
+	branch := memberBranch(t, *m)
 	rec := MergeRecord{Owner: m.Name, Branch: branch, At: time.Now().UTC()}
 	commit, err := repo.Commit(ctx, m.Worktree, subject+"\n\nTroupe-Task: "+id)
 	if err != nil {
@@ -300,6 +295,26 @@ func mergeStatus(task store.Task) string {
 	m, _ := task.Metadata[mergeKey].(map[string]any)
 	s, _ := m["status"].(string)
 	return s
+}
+
+// commitSubject is the message's subject of the commit that ends task id,
+// or why the artifact guard refuses it.
+func (b *binding) commitSubject(task store.Task, id string) (subject, refused string) {
+	subject = taskSubject(task)
+	if b.rules != nil && b.rules.Guard != nil {
+		if w := b.rules.Guard.Find(subject); len(w) > 0 {
+			return "", fmt.Sprintf("task #%s not completed: its subject, the commit message, contains %q, a word listed in artifactGuard.words; change the subject with TaskUpdate first", id, w[0])
+		}
+	}
+	return subject, ""
+}
+
+// memberBranch is the branch member m works on in team t.
+func memberBranch(t store.Team, m store.Member) string {
+	if m.Branch != "" {
+		return m.Branch
+	}
+	return worktree.Branch(t.Name(), m.Name)
 }
 
 func taskSubject(task store.Task) string {

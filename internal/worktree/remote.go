@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -27,16 +26,9 @@ func Clone(ctx context.Context, remote, dir, base, branch string) (*Repo, error)
 	if remote == "" || base == "" || branch == "" {
 		return nil, fmt.Errorf("clone into %s: the remote, base branch and branch are all needed (got %q, %q, %q)", dir, remote, base, branch)
 	}
-	major, minor, err := Version(ctx)
+	exe, err := findGit(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if major < MinGit[0] || major == MinGit[0] && minor < MinGit[1] {
-		return nil, fmt.Errorf("%w: found %d.%d, need %d.%d or newer", ErrOldGit, major, minor, MinGit[0], MinGit[1])
-	}
-	exe, err := exec.LookPath("git")
-	if err != nil {
-		return nil, ErrNoGit
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {

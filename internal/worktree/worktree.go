@@ -136,16 +136,28 @@ func parseVersion(s string) (int, int, error) {
 	return major, minor, nil
 }
 
+// findGit returns the user's git, refused when older than MinGit.
+func findGit(ctx context.Context) (string, error) {
+	major, minor, err := Version(ctx)
+	if err != nil {
+		return "", err
+	}
+	if major < MinGit[0] || major == MinGit[0] && minor < MinGit[1] {
+		return "", fmt.Errorf("%w: found %d.%d, need %d.%d or newer", ErrOldGit, major, minor, MinGit[0], MinGit[1])
+	}
+	exe, err := exec.LookPath("git")
+	if err != nil {
+		return "", ErrNoGit
+	}
+	return exe, nil
+}
+
 // Open finds the git work tree holding dir and checks git's version.
 func Open(ctx context.Context, dir string) (*Repo, error) {
-	major, minor, err := Version(ctx)
+	exe, err := findGit(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if major < MinGit[0] || major == MinGit[0] && minor < MinGit[1] {
-		return nil, fmt.Errorf("%w: found %d.%d, need %d.%d or newer", ErrOldGit, major, minor, MinGit[0], MinGit[1])
-	}
-	exe, _ := exec.LookPath("git")
 	r := &Repo{git: exe}
 	top, err := r.run(ctx, dir, "rev-parse", "--show-toplevel")
 	if err != nil {
