@@ -503,7 +503,7 @@ func teamOfKey(key string) (string, bool) {
 // memberFields are the fields of store.Member that sameMember compares.
 var memberFields = []string{"Name", "Role", "Model", "Provider", "BudgetTokens", "BudgetUSD", "MCPServers",
 	"AgentType", "Status", "PlanModeRequired", "PermissionMode", "CWD", "Worktree", "Branch", "MergeMode",
-	"PID", "HeartbeatAt", "JoinedAt"}
+	"Placement", "Key", "PID", "HeartbeatAt", "JoinedAt"}
 
 // memberFieldsKnown is true while store.Member has exactly memberFields:
 // a field added since makes sameMember fall back to reflection.
@@ -533,6 +533,6 @@ func sameMember(a, b *store.Member) bool {
 		slices.Equal(a.MCPServers, b.MCPServers) && (a.MCPServers == nil) == (b.MCPServers == nil) &&
 		a.AgentType == b.AgentType && a.Status == b.Status && a.PlanModeRequired == b.PlanModeRequired &&
 		a.PermissionMode == b.PermissionMode && a.CWD == b.CWD && a.Worktree == b.Worktree &&
-		a.Branch == b.Branch && a.MergeMode == b.MergeMode && a.PID == b.PID &&
+		a.Branch == b.Branch && a.MergeMode == b.MergeMode && a.Placement == b.Placement && a.Key == b.Key && a.PID == b.PID &&
 		a.HeartbeatAt == b.HeartbeatAt && a.JoinedAt == b.JoinedAt
 }

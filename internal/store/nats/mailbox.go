@@ -206,7 +206,7 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 	// The consumer pushes in batches: what was in the inbox when Receive
 	// was called is handed out in one answer, as the contract has it, so
 	// Receive waits for the push to reach the subject's last message.
-	last, err := mb.lastSeq(context.WithoutCancel(ctx), name)
+	last, err := mb.lastSeq(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("receive for %s: %w", name, err)
 	}
@@ -236,16 +236,29 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 }
 
 // lastSeq is the stream sequence of the last message sent to member's
-// inbox (0: none).
+// inbox (0: none). While the hub restarts the question times out: it is
+// asked again, as request does, until ctx or the store ends (a reader
+// waiting on its inbox outlives a hub restart).
 func (mb *mailbox) lastSeq(ctx context.Context, member string) (uint64, error) {
-	m, err := mb.t.s.inbox.GetLastMsgForSubject(ctx, mb.subject(member))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
+	for attempt := 1; ; attempt++ {
+		m, err := mb.t.s.inbox.GetLastMsgForSubject(context.WithoutCancel(ctx), mb.subject(member))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, nil
+		}
+		if err == nil {
+			return m.Sequence, nil
+		}
+		if !transientErr(err) || attempt == requestAttempts {
+			return 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-mb.t.s.done:
+			return 0, store.ErrClosed
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		}
 	}
-	if err != nil {
-		return 0, err
-	}
-	return m.Sequence, nil
 }
 
 // take hands out what the consumer delivered and this client has not

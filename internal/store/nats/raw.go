@@ -329,6 +329,12 @@ const (
 	requestAttempts = 8
 )
 
+// transientErr says whether err is what a request gets while the server
+// restarts, a node dies or a leader is elected: worth asking again.
+func transientErr(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, natsgo.ErrTimeout)
+}
+
 // request sends m and waits for its answer, retrying as above.
 func (s *Store) request(ctx context.Context, m *natsgo.Msg) (*natsgo.Msg, error) {
 	for attempt := 1; ; attempt++ {
@@ -338,7 +344,7 @@ func (s *Store) request(ctx context.Context, m *natsgo.Msg) (*natsgo.Msg, error)
 		if err == nil && reply.Header.Get("Status") == "503" {
 			err = natsgo.ErrNoResponders
 		}
-		transient := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, natsgo.ErrTimeout)
+		transient := transientErr(err)
 		if err == nil || !transient || attempt == requestAttempts || ctx.Err() != nil {
 			if err != nil {
 				if cerr := s.closedErr(); cerr != nil {
