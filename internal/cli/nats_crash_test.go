@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -227,12 +228,11 @@ func natsKillAndResume(t *testing.T, killLead bool) {
 	if err := syscall.Kill(m.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jw.until(ctx, func(e store.Event) bool { return e.Type == "restart" && e.Fields["member"] == victim }); err != nil {
-		t.Fatalf("%s never restarted: %v\n%s", victim, err, leadOut.String())
-	}
+	restarted := func(e store.Event) bool { return e.Type == "restart" && e.Fields["member"] == victim }
 
-	// 2. The hub dies once a task is completed, and starts again on its
-	// data directory.
+	// 2. The hub dies at the first completion after that kill, while tasks
+	// are still open (mid-run: waiting for the restart first could let
+	// the whole board finish), and starts again on its data directory.
 	done, err := jw.until(ctx, func(e store.Event) bool { return e.Type == "complete" })
 	if err != nil {
 		t.Fatalf("no task completed: %v\n%s", err, leadOut.String())
@@ -244,6 +244,11 @@ func natsKillAndResume(t *testing.T, killLead bool) {
 		_ = lead.Process.Signal(syscall.SIGKILL)
 	}
 	hub.start()
+	if !killLead && !slices.ContainsFunc(jw.seen, restarted) {
+		if _, err := jw.until(ctx, restarted); err != nil {
+			t.Fatalf("%s never restarted: %v\n%s", victim, err, leadOut.String())
+		}
+	}
 
 	var leadErr error
 	select {
