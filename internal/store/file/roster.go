@@ -162,6 +162,9 @@ func (t *Team) readRoster(prev *rosterCache) (next *rosterCache, retry bool, err
 	if err != nil {
 		return nil, false, err
 	}
+	if testHookRosterBetweenOpens != nil {
+		testHookRosterBetweenOpens()
+	}
 	var lf *os.File
 	var log rosterLog
 	lf, err = os.Open(t.logPath())
@@ -175,6 +178,13 @@ func (t *Team) readRoster(prev *rosterCache) (next *rosterCache, retry bool, err
 		if log, err = readLogHead(lf); err != nil {
 			return nil, false, err
 		}
+	}
+	// A fold between the two opens put the old log's lines into a new
+	// config.json and started a new log: the log opened does not go over
+	// the config.json opened. While f is open its file cannot share an
+	// inode with the new config.json, so SameFile tells them apart.
+	if now, err := os.Stat(t.path("config.json")); err != nil || !os.SameFile(cfg, now) {
+		return nil, true, nil
 	}
 	c := &rosterCache{cfg: cfg, gen: log.gen, log: log.exists, heartbeatsOnly: true}
 	if prev != nil && sameVersion(prev.cfg, cfg) && prev.log && log.exists && prev.gen == log.gen && log.size >= prev.off {
@@ -220,6 +230,10 @@ func (t *Team) readRoster(prev *rosterCache) (next *rosterCache, retry bool, err
 	}
 	return c, false, nil
 }
+
+// testHookRosterBetweenOpens, when set by a test, runs after readRoster
+// opened config.json and before it opens the log.
+var testHookRosterBetweenOpens func()
 
 // applyLog applies the log lines of data to r. A line that does not parse
 // was torn by a crash before its write returned: skipped.

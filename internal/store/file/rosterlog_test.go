@@ -194,3 +194,50 @@ func TestRosterLogFoldsIntoConfig(t *testing.T) {
 		t.Errorf("roster with the folded lines again and a torn one (-want +got):\n%s", diff)
 	}
 }
+
+// A fold by another store between a reader's opening of config.json and
+// of the log must not leave the reader with the old config.json and the
+// new, empty log: the folded changes would be lost to that read. Not
+// parallel: it sets a package hook.
+func TestRosterReadRacingFold(t *testing.T) {
+	dir := t.TempDir()
+	a := newTestTeam(t, dir, "alice")
+	sb, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	b, err := sb.OpenTeam("t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := b.ReadRoster(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.UpdateRoster(ctx, func(r *store.Roster) error {
+		r.Members[0].Status = store.StatusWorking
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	folds := 0
+	testHookRosterBetweenOpens = func() {
+		if folds++; folds == 1 {
+			if err := a.compact(ctx); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer func() { testHookRosterBetweenOpens = nil }()
+	r, err := b.ReadRoster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if folds == 0 {
+		t.Fatal("the read never reached the hook")
+	}
+	if m, _ := r.Member("alice"); m.Status != store.StatusWorking {
+		t.Errorf("alice reads %q after a fold raced the read, want %q", m.Status, store.StatusWorking)
+	}
+}
