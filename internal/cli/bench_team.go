@@ -513,11 +513,19 @@ func (p *timedProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[
 	seq := p.Provider.Stream(ctx, req)
 	return func(yield func(llm.Event, error) bool) {
 		now := time.Now()
-		select {
-		case <-p.started: // an older start nobody waited for
-		default:
+		// Never blocks: an older start nobody waited for makes room, and
+		// two members' requests may race for the one slot.
+		for sent := false; !sent; {
+			select {
+			case p.started <- now:
+				sent = true
+			default:
+				select {
+				case <-p.started:
+				default:
+				}
+			}
 		}
-		p.started <- now
 		seq(yield)
 	}
 }

@@ -36,10 +36,70 @@ type inbox struct {
 	toAck     string          // acked up to this id once the conversation has recorded them
 	delivered []string        // the ids given to the model, recorded with the next user message
 	pre       []llm.Message   // the conversation recorded before there was a team (the lead's)
+
+	// Lanes, when set (a teammate's inbox), take the writes that only have
+	// to be durable before the agent acts (see record), each lane in order:
+	// obs the journal's delivery and status lines and the roster's status,
+	// lines the transcript, acks the inbox cursor (an ack is queued by the
+	// transcript line it follows). The three go on at once.
+	lanes *lanes
 }
+
+// lanes are the three ordered writers of an inbox that writes behind.
+type lanes struct{ obs, lines, acks *behind }
 
 func newInbox(name string, em emitter, onDelivered func(string, []store.Message, string)) *inbox {
 	return &inbox{name: name, em: em, onDelivered: onDelivered}
+}
+
+// writeBehind gives the inbox its lanes: it returns before the writes of
+// what the model reads are durable.
+func (in *inbox) writeBehind() {
+	in.lanes = &lanes{obs: newBehind(), lines: newBehind(), acks: newBehind()}
+}
+
+// observe runs f, a journal or roster line that observes the agent, after
+// the ones queued before it: off the caller's path when the inbox writes
+// behind, at once otherwise.
+func (in *inbox) observe(f func()) {
+	if in.lanes == nil {
+		f()
+		return
+	}
+	in.lanes.obs.do(f)
+}
+
+// ackAfter acks the inbox up to id once every transcript line queued
+// before is durable.
+func (in *inbox) ackAfter(t store.Team, id string) {
+	ack := func() {
+		if err := t.Mailbox().Ack(context.Background(), in.name, id); err != nil {
+			in.em.log.Warn("ack", "inbox", in.name, "err", err)
+		}
+	}
+	if in.lanes == nil {
+		ack()
+		return
+	}
+	acks := in.lanes.acks
+	in.lanes.lines.do(func() { acks.do(ack) })
+}
+
+// settleLines returns once every observation and transcript line queued so
+// far is durable (acks may still be under way).
+func (in *inbox) settleLines() {
+	if in.lanes != nil {
+		in.lanes.obs.wait()
+		in.lanes.lines.wait()
+	}
+}
+
+// settle returns once every write queued so far is done.
+func (in *inbox) settle() {
+	if in.lanes != nil {
+		in.settleLines()
+		in.lanes.acks.wait()
+	}
 }
 
 // restore sets the ids the restored conversation already has.
@@ -91,9 +151,9 @@ func (in *inbox) fetch(ctx context.Context, t store.Team, keep func(store.Messag
 	}
 	in.mu.Unlock()
 	if !waiting {
-		if err := t.Mailbox().Ack(context.WithoutCancel(ctx), in.name, last); err != nil {
-			in.em.log.Warn("ack", "inbox", in.name, "err", err)
-		}
+		// Behind the transcript lines still being written: acking before
+		// them would lose their messages in a crash.
+		in.ackAfter(t, last)
 	}
 	return nil
 }
@@ -125,10 +185,13 @@ func (in *inbox) told(ctx context.Context, t store.Team, msgs []store.Message, a
 	if len(msgs) == 0 {
 		return
 	}
-	in.em.emit(ctx, t, teamevent.Deliver{Member: in.name, IDs: ids(msgs), At: at})
-	if in.onDelivered != nil {
-		in.onDelivered(in.name, msgs, at)
-	}
+	// An observation: it need not be durable before the model reads them.
+	in.observe(func() {
+		in.em.emit(ctx, t, teamevent.Deliver{Member: in.name, IDs: ids(msgs), At: at})
+		if in.onDelivered != nil {
+			in.onDelivered(in.name, msgs, at)
+		}
+	})
 }
 
 // deliver takes the queue and tells of it.
@@ -141,6 +204,15 @@ func (in *inbox) deliver(ctx context.Context, t store.Team, at string) []store.M
 // record writes a message of the conversation to the transcript, then acks
 // the inbox messages it carries. Without a team (the lead before
 // TeamCreate) it is kept for flushPre.
+//
+// An inbox that writes behind returns from a user message (what the model
+// is about to read) before it is written: the model request goes out while
+// the line is fsynced, and the ack follows the line in order, so a crash
+// before it hands the messages out again and the transcript's ids fold the
+// repeat. An assistant message (what the model decided) returns only once
+// it and every line before it are durable: no tool acts on a conversation
+// a crash could lose. Its acks may still be under way: losing one only
+// hands its messages out again.
 func (in *inbox) record(t store.Team, m llm.Message) {
 	if t == nil {
 		in.mu.Lock()
@@ -157,11 +229,16 @@ func (in *inbox) record(t store.Team, m llm.Message) {
 		in.ackTeam, in.toAck, in.delivered = nil, "", nil
 		in.mu.Unlock()
 	}
-	appendTranscript(t, in.name, m, delivered, in.em.log)
+	if in.lanes == nil {
+		appendTranscript(t, in.name, m, delivered, in.em.log)
+	} else {
+		in.lanes.lines.do(func() { appendTranscript(t, in.name, m, delivered, in.em.log) })
+	}
 	if at != nil && id != "" {
-		if err := at.Mailbox().Ack(context.Background(), in.name, id); err != nil {
-			in.em.log.Warn("ack", "inbox", in.name, "err", err)
-		}
+		in.ackAfter(at, id)
+	}
+	if m.Role != llm.RoleUser {
+		in.settleLines()
 	}
 }
 
@@ -181,6 +258,7 @@ func (in *inbox) flushPre(t store.Team) {
 // drop consumes what the model will never read (its agent shut down),
 // noting the ids in the transcript first.
 func (in *inbox) drop(ctx context.Context, t store.Team) {
+	in.settle()
 	in.mu.Lock()
 	q := in.queue
 	in.queue = nil
@@ -211,4 +289,61 @@ func appendTranscript(t store.Team, name string, msg llm.Message, delivered []st
 	if err != nil && log != nil {
 		log.Warn("transcript", "member", name, "err", err)
 	}
+}
+
+// behind runs writes one after another on a goroutine of its own, in the
+// order they were queued; the goroutine ends when the queue is empty, so
+// an idle agent keeps none.
+type behind struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []func()
+	running bool
+	queued  uint64 // writes queued so far
+	done    uint64 // writes done so far
+}
+
+func newBehind() *behind {
+	b := &behind{}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// do queues f.
+func (b *behind) do(f func()) {
+	b.mu.Lock()
+	b.queue = append(b.queue, f)
+	b.queued++
+	if !b.running {
+		b.running = true
+		go b.run()
+	}
+	b.mu.Unlock()
+}
+
+func (b *behind) run() {
+	b.mu.Lock()
+	for len(b.queue) > 0 {
+		f := b.queue[0]
+		b.queue[0] = nil
+		b.queue = b.queue[1:]
+		b.mu.Unlock()
+		f()
+		b.mu.Lock()
+		b.done++
+		b.cond.Broadcast()
+	}
+	b.running = false
+	b.queue = nil
+	b.mu.Unlock()
+}
+
+// wait returns once every write queued before it is done.
+func (b *behind) wait() {
+	b.mu.Lock()
+	want := b.queued
+	for b.done < want {
+		b.cond.Wait()
+	}
+	b.mu.Unlock()
 }

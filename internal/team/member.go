@@ -130,6 +130,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		proto: newProtocol(), st: &memberState{nudged: map[string]int{}},
 	}
 	m.in = newInbox(m.name, m.emitter(), cfg.OnDelivered)
+	m.in.writeBehind()
 	model := me.Model
 	if model == "" {
 		model = cfg.DefaultModel
@@ -177,8 +178,11 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		Identity:   id.Line(),
 		CacheTTL:   m.cacheTTL,
 		Compactor:  compactor,
-		OnCompact:  onCompact,
-		Budget:     func() error { return m.budget.check(context.Background(), m.name) },
+		OnCompact: func(c agent.Compaction) error {
+			m.in.settle() // its marker goes after the lines still being written
+			return onCompact(c)
+		},
+		Budget: func() error { return m.budget.check(context.Background(), m.name) },
 	}))
 	if err != nil {
 		return nil, err
@@ -219,17 +223,29 @@ func (m *Member) emitter() emitter {
 	return emitter{agent: m.name, onEvent: m.cfg.OnEvent, log: m.cfg.Logger}
 }
 
-// emit journals ev as this member.
+// emit journals ev as this member, after what it still writes behind.
 func (m *Member) emit(ctx context.Context, ev teamevent.Event) {
+	m.in.settle()
 	emit(ctx, m.cfg.Team, m.name, ev, m.cfg.OnEvent, m.cfg.Logger)
 }
 
-// setStatus records a state change in the roster and the journal. The two
-// are independent files: they are written at once, so that a wake waits
-// for one fsync instead of two in a row, and both are durable when it
-// returns.
+// setStatus records a state change in the roster and the journal, after
+// what the member still writes behind; both are durable when it returns.
 func (m *Member) setStatus(ctx context.Context, status, why string) {
+	m.setStatusLater(ctx, status, why)
+	m.in.settle()
+}
+
+// setStatusLater records a state change in the roster and the journal
+// behind the member's path (the status is an observation: a wake does not
+// wait for it). The two are independent files: they are written at once,
+// one fsync instead of two in a row.
+func (m *Member) setStatusLater(ctx context.Context, status, why string) {
 	now := time.Now().UTC()
+	m.in.observe(func() { m.writeStatus(ctx, now, status, why) })
+}
+
+func (m *Member) writeStatus(ctx context.Context, now time.Time, status, why string) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		_, err := m.cfg.Team.UpdateRoster(context.WithoutCancel(ctx), func(r *store.Roster) error {
@@ -244,7 +260,7 @@ func (m *Member) setStatus(ctx context.Context, status, why string) {
 			m.cfg.Logger.Warn("roster update", "member", m.name, "err", err)
 		}
 	})
-	m.emit(ctx, teamevent.Status{Member: m.name, Status: status, Why: why})
+	emit(ctx, m.cfg.Team, m.name, teamevent.Status{Member: m.name, Status: status, Why: why}, m.cfg.OnEvent, m.cfg.Logger)
 	wg.Wait()
 }
 
@@ -254,6 +270,7 @@ func (m *Member) Run(ctx context.Context) (err error) {
 	m.cfg.Pacer.Enter(ctx, m.name)
 	defer m.cfg.Pacer.Leave(m.name)
 	m.jobs.SetPacing(jobPacing(ctx, m.cfg.Pacer, m.name))
+	defer m.in.settle() // nothing it wrote behind is left when it returns
 	defer m.jobs.StopAll()
 	defer func() {
 		m.st.mu.Lock()
@@ -266,14 +283,15 @@ func (m *Member) Run(ctx context.Context) (err error) {
 			m.markStopped(ctx, exitWhy(err))
 		}
 	}()
-	m.setStatus(ctx, store.StatusWorking, "")
+	m.setStatusLater(ctx, store.StatusWorking, "")
 	m.st.goIdle = "available"
 	for {
 		input, why, err := m.idle(ctx)
 		if err != nil || input == nil {
 			return err
 		}
-		m.setStatus(ctx, store.StatusWorking, why)
+		// The model request goes out while the status is written.
+		m.setStatusLater(ctx, store.StatusWorking, why)
 		runCtx, cancel := context.WithCancel(ctx)
 		m.st.mu.Lock()
 		m.st.stopRun = cancel
@@ -327,6 +345,7 @@ func (m *Member) markShutdown(ctx context.Context, why string) {
 
 // markStopped records that the member's runtime ended without a shutdown.
 func (m *Member) markStopped(ctx context.Context, why string) {
+	m.in.settle()
 	stale := time.Now().UTC().Add(-Lease - time.Second)
 	_, err := m.cfg.Team.UpdateRoster(context.WithoutCancel(ctx), func(r *store.Roster) error {
 		if me, ok := r.Member(m.name); ok && me.Status != store.StatusShutdown {
@@ -349,6 +368,7 @@ func exitWhy(err error) string {
 
 // send sends a message from this member; failures are logged.
 func (m *Member) send(ctx context.Context, msg store.Message) {
+	m.in.settle()
 	msg.From = m.name
 	sent, err := m.cfg.Team.Mailbox().Send(context.WithoutCancel(ctx), msg)
 	if err != nil {

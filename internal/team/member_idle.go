@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"time"
@@ -231,20 +232,41 @@ func (m *Member) ownUnfinishedIn(list func() ([]store.Task, error)) ([]store.Tas
 }
 
 // claim takes the lowest-id claimable task that fits this member's role, by
-// compare-and-set: a task another member took first is skipped.
+// compare-and-set: a task another member took first is skipped, for one of
+// the next claimSpread.
 func (m *Member) claim(ctx context.Context, list func() ([]store.Task, error)) (*store.Task, error) {
 	tasks, err := list()
 	if err != nil {
 		return nil, err
 	}
-	tasks = slices.Clone(tasks) // the list is shared with the caller
-	sort.Slice(tasks, func(i, j int) bool { return store.TaskNum(tasks[i].ID) < store.TaskNum(tasks[j].ID) })
 	me := store.Member{Name: m.name, Role: m.me.Role}
+	var cands []store.Task
 	for _, t := range tasks {
-		if t.Claimable() != nil || !roleFits(t, me) || handedBackBy(t, m.name) {
-			continue
+		if t.Claimable() == nil && roleFits(t, me) && !handedBackBy(t, m.name) {
+			cands = append(cands, t)
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return store.TaskNum(cands[i].ID) < store.TaskNum(cands[j].ID) })
+	for next := 0; len(cands) > 0; {
+		t := cands[next]
+		cands = slices.Delete(cands, next, next+1)
+		// After a task was taken under its hand, the member tries one of
+		// the next few rather than the next: members woken by the same
+		// change otherwise queue for one task after another together, and
+		// each round of them yields one claim.
+		if next = 0; len(cands) > 0 {
+			next = rand.IntN(min(len(cands), claimSpread))
 		}
 		if m.st.announce != nil {
+			// The list may be a moment old: a task another member took
+			// since is passed over on one read of its file, not after
+			// telling the lead (a send, an fsync) that it is being taken.
+			if cur, err := m.cfg.Team.Tasks().Get(ctx, t.ID); err != nil || cur.Claimable() != nil || !roleFits(cur, me) {
+				if err != nil && !errors.Is(err, store.ErrTaskNotFound) {
+					return nil, err
+				}
+				continue
+			}
 			if err := m.st.announce(ctx, t); err != nil {
 				return nil, fmt.Errorf("tell the lead before taking task #%s: %w", t.ID, err)
 			}
@@ -261,3 +283,7 @@ func (m *Member) claim(ctx context.Context, list func() ([]store.Task, error)) (
 	}
 	return nil, nil
 }
+
+// claimSpread is how many of the next claimable tasks a member picks from
+// once another member took the one it went for.
+const claimSpread = 8

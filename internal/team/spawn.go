@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/llm"
@@ -119,16 +120,28 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 	if err != nil {
 		return "", err
 	}
-	markSpawn(t, name)
 	prompt := strings.TrimSpace(args.Prompt)
 	if prompt == "" {
 		prompt = args.Description
 	}
-	if _, err := t.Mailbox().Send(ctx, store.Message{Type: store.TypeMessage, From: store.LeadName, To: name, Content: prompt, Summary: args.Description}); err != nil {
+	// The transcript's new life and the prompt are independent files: both
+	// fsyncs at once. The member starts once both are durable.
+	var marked sync.WaitGroup
+	marked.Go(func() { markSpawn(t, name) })
+	_, err = t.Mailbox().Send(ctx, store.Message{Type: store.TypeMessage, From: store.LeadName, To: name, Content: prompt, Summary: args.Description})
+	marked.Wait()
+	if err != nil {
 		return "", fmt.Errorf("give %s its prompt: %w", name, err)
 	}
-	s.emit(ctx, t, teamevent.Spawn{Member: name, Role: role, Model: model, PlanModeRequired: args.PlanModeRequired, PermissionMode: mode, Mode: s.cfg.TeammateMode})
-	if err := s.sup.start(t, name, env); err != nil {
+	// The spawn event is journaled while the member is made, and before it
+	// runs: none of its own events comes before it.
+	journaled := make(chan struct{})
+	go func() {
+		defer close(journaled)
+		s.emit(ctx, t, teamevent.Spawn{Member: name, Role: role, Model: model, PlanModeRequired: args.PlanModeRequired, PermissionMode: mode, Mode: s.cfg.TeammateMode})
+	}()
+	if err := s.sup.startAfter(t, name, env, journaled); err != nil {
+		<-journaled
 		return "", err
 	}
 	desc := name

@@ -98,9 +98,18 @@ func (sv *supervisor) envOf(ctx context.Context, t store.Team, name string) (Env
 // start runs a roster member placed in env: as a process in process mode,
 // else as a goroutine.
 func (sv *supervisor) start(t store.Team, name string, env Env) error {
+	return sv.startAfter(t, name, env, nil)
+}
+
+// startAfter is start with the member's runtime held back until ready is
+// closed (nil: not held); the member is made meanwhile.
+func (sv *supervisor) startAfter(t store.Team, name string, env Env, ready <-chan struct{}) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &handle{name: name, cancel: cancel, done: make(chan struct{})}
 	if sv.cfg.TeammateMode == ModeProcess {
+		if ready != nil {
+			<-ready
+		}
 		cmd, err := sv.startProcess(t, name, env)
 		if err != nil {
 			cancel()
@@ -127,6 +136,9 @@ func (sv *supervisor) start(t store.Team, name string, env Env) error {
 	}
 	h.member = m
 	sv.add(h)
+	if ready != nil {
+		<-ready
+	}
 	sv.wg.Go(func() {
 		defer close(h.done)
 		if err := m.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {

@@ -140,7 +140,24 @@ func (ls *locks) withLock(ctx context.Context, path string, fn func() error) err
 // torn line (a writer died mid-line), that line is terminated first so the
 // new one is not glued to it: the torn line then reads as malformed and is
 // set aside, and the new line stays intact.
-func appendLine(path string, line []byte, check func(size int64) error) (err error) {
+func appendLine(path string, line []byte, check func(size int64) error) error {
+	var checks []func(int64) error
+	if check != nil {
+		checks = []func(int64) error{check}
+	}
+	errs, err := appendLines(path, [][]byte{line}, checks)
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// appendLines is appendLine for several lines at once: one write and one
+// fsync. checks, when not nil, has one entry per line (nil: none), called
+// with the size the file has before that line; a line it refuses is left
+// out and gets its error in errs. err is the failure of the whole write
+// (every line not refused shares it).
+func appendLines(path string, lines [][]byte, checks []func(size int64) error) (errs []error, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		if f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
@@ -148,7 +165,7 @@ func appendLine(path string, line []byte, check func(size int64) error) (err err
 		}
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		if cerr := f.Close(); err == nil {
@@ -157,34 +174,46 @@ func appendLine(path string, line []byte, check func(size int64) error) (err err
 	}()
 	st, err := f.Stat()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	size := st.Size()
-	if check != nil {
-		if err := check(size); err != nil {
-			return err
-		}
-	}
+	var buf []byte
 	if size > 0 {
 		var last [1]byte
 		if _, err := f.ReadAt(last[:], size-1); err != nil {
-			return err
+			return nil, err
 		}
 		if last[0] != '\n' {
-			line = append([]byte{'\n'}, line...)
+			buf = append(buf, '\n')
+		}
+	}
+	errs = make([]error, len(lines))
+	if len(lines) == 1 && len(buf) == 0 && (checks == nil || checks[0] == nil) {
+		buf = lines[0] // the common case: no copy
+	} else {
+		for i, line := range lines {
+			if checks != nil && checks[i] != nil {
+				if errs[i] = checks[i](size + int64(len(buf))); errs[i] != nil {
+					continue
+				}
+			}
+			buf = append(buf, line...)
+		}
+		if len(buf) == 0 || len(buf) == 1 && buf[0] == '\n' {
+			return errs, nil // every line refused
 		}
 	}
 	// A write or fsync that fails (disk full, file size limit, I/O error)
-	// may have left part of the line, or all of it, unsynced: cut the file
-	// back to where it was, so that it ends in a whole line and a send that
-	// reported failure is not delivered later.
-	if _, err := appendWrite(f, line); err != nil {
-		return errors.Join(err, truncateBack(f, size))
+	// may have left part of the lines, or all of them, unsynced: cut the
+	// file back to where it was, so that it ends in a whole line and a send
+	// that reported failure is not delivered later.
+	if _, err := appendWrite(f, buf); err != nil {
+		return nil, errors.Join(err, truncateBack(f, size))
 	}
 	if err := f.Sync(); err != nil {
-		return errors.Join(err, truncateBack(f, size))
+		return nil, errors.Join(err, truncateBack(f, size))
 	}
-	return nil
+	return errs, nil
 }
 
 // appendWrite writes an appended line; a seam for tests that inject a

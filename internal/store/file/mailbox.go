@@ -72,11 +72,13 @@ func (mb *mailbox) Send(ctx context.Context, m store.Message) (store.Message, er
 	if err := mb.t.s.closedErr(); err != nil {
 		return store.Message{}, err
 	}
-	r, err := mb.t.ReadRoster(ctx)
+	// The cached roster is only read here: no copy of a large team's
+	// roster for every message.
+	c, err := mb.t.roster()
 	if err != nil {
 		return store.Message{}, fmt.Errorf("send: %w", err)
 	}
-	return mb.send(ctx, &r, m)
+	return mb.send(ctx, &c.r, m)
 }
 
 func (mb *mailbox) send(ctx context.Context, r *store.Roster, m store.Message) (store.Message, error) {
@@ -101,9 +103,10 @@ func (mb *mailbox) send(ctx context.Context, r *store.Roster, m store.Message) (
 		}
 		return nil
 	}
-	err = mb.t.s.locks.withLock(ctx, mb.lockOf(to), func() error {
-		return appendLine(mb.inbox(to), line, check)
-	})
+	if err := ctx.Err(); err != nil {
+		return store.Message{}, err
+	}
+	err = mb.appendSend(ctx, to, line, check)
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, rerr := mb.t.ReadRoster(ctx); rerr != nil {
 			err = rerr // the team went away
@@ -114,6 +117,50 @@ func (mb *mailbox) send(ctx context.Context, r *store.Roster, m store.Message) (
 	}
 	mb.t.s.hub.notify(inboxKey(mb.t.key, to))
 	return m, nil
+}
+
+// pendingSend is one send in an inbox's group commit: the sends to one
+// inbox that queue while another is written go out with one write and one
+// fsync under the inbox's lock, in the order they queued; each returns once
+// its own line is fsynced, or with the error of its own check.
+type pendingSend struct {
+	line  []byte
+	check func(size int64) error
+	err   error
+	done  chan struct{}
+}
+
+// appendSend appends line to member to's inbox, with the lines of other
+// sends to it queued at the same time.
+func (mb *mailbox) appendSend(ctx context.Context, to string, line []byte, check func(int64) error) error {
+	p := &pendingSend{line: line, check: check, done: make(chan struct{})}
+	path := mb.inbox(to)
+	mb.t.s.sends.get(path).submit(p, func(batch []*pendingSend) {
+		lines := make([][]byte, len(batch))
+		checks := make([]func(int64) error, len(batch))
+		for i, q := range batch {
+			lines[i], checks[i] = q.line, q.check
+		}
+		// The lock is waited for without ctx: the lines of other senders
+		// ride on this write.
+		err := mb.t.s.locks.withLock(context.WithoutCancel(ctx), mb.lockOf(to), func() error {
+			errs, err := appendLines(path, lines, checks)
+			for i, q := range batch {
+				if err == nil {
+					q.err = errs[i]
+				}
+			}
+			return err
+		})
+		for _, q := range batch {
+			if err != nil {
+				q.err = err
+			}
+			close(q.done)
+		}
+	})
+	<-p.done
+	return p.err
 }
 
 // readCursorOffset returns the acked offset recorded for an inbox of size
@@ -141,11 +188,11 @@ func (mb *mailbox) Broadcast(ctx context.Context, m store.Message) ([]store.Mess
 
 // member checks that name may have an inbox in this team.
 func (mb *mailbox) member(ctx context.Context, name string) (string, error) {
-	r, err := mb.t.ReadRoster(ctx)
+	c, err := mb.t.roster()
 	if err != nil {
 		return "", err
 	}
-	return store.ResolveMember(&r, name)
+	return store.ResolveMember(&c.r, name)
 }
 
 // reader is the in-process state of an inbox's reader.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -239,5 +241,46 @@ func TestRosterReadRacingFold(t *testing.T) {
 	}
 	if m, _ := r.Member("alice"); m.Status != store.StatusWorking {
 		t.Errorf("alice reads %q after a fold raced the read, want %q", m.Status, store.StatusWorking)
+	}
+}
+
+// TestSameMember: sameMember tells apart two members that differ in any
+// one field, as reflect.DeepEqual does, and covers every field of
+// store.Member (a field added to it must be added to memberFields).
+func TestSameMember(t *testing.T) {
+	if !memberFieldsKnown {
+		t.Fatalf("store.Member's fields are not memberFields %v: add the new field to memberFields and sameMember", memberFields)
+	}
+	base := store.Member{Name: "a", MCPServers: []string{"x"}, HeartbeatAt: time.Unix(1, 0).UTC(), JoinedAt: time.Unix(2, 0).UTC()}
+	if !sameMember(&base, &base) {
+		t.Fatal("a member is not the same as itself")
+	}
+	v := reflect.ValueOf(&base).Elem()
+	for i := range v.NumField() {
+		changed := base
+		changed.MCPServers = slices.Clone(base.MCPServers)
+		f := reflect.ValueOf(&changed).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(f.String() + "!")
+		case reflect.Int, reflect.Int64:
+			f.SetInt(f.Int() + 1)
+		case reflect.Float64:
+			f.SetFloat(f.Float() + 1)
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
+		case reflect.Slice:
+			f.Set(reflect.ValueOf([]string{"y"}))
+		case reflect.Struct:
+			f.Set(reflect.ValueOf(time.Unix(3, 0).UTC()))
+		default:
+			t.Fatalf("field %s of kind %s: the test cannot change it", v.Type().Field(i).Name, f.Kind())
+		}
+		if sameMember(&base, &changed) {
+			t.Errorf("members differing in %s are the same to sameMember", v.Type().Field(i).Name)
+		}
+		if reflect.DeepEqual(base, changed) {
+			t.Errorf("the test did not change %s", v.Type().Field(i).Name)
+		}
 	}
 }

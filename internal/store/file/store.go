@@ -82,6 +82,7 @@ type Store struct {
 	appends       perKey[batcher[*pendingLine]] // group commits of the journal and transcripts
 	batches       perKey[batcher[*boardReq]]    // group commits of the boards
 	rosterBatches perKey[batcher[*rosterReq]]   // group commits of the rosters
+	sends         perKey[batcher[*pendingSend]] // group commits of the inboxes
 	hub           hub
 	watcher       watcher
 
