@@ -197,20 +197,11 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	ag.SetMessages(msgs)
 	m.in.restore(seen)
 	if m.me.PlanModeRequired {
-		var pending string
-		var approved bool
-		if evs, err := cfg.Team.Journal().Read(context.Background()); err == nil {
-			pending, approved = pendingPlan(evs, m.name)
-		}
-		// The lead's inbox is where a request is committed: one sent just
-		// before a crash may be there before the journal says so.
-		if unread, err := cfg.Team.Mailbox().Peek(context.Background(), store.LeadName); err == nil {
-			for _, u := range unread {
-				if u.Type == store.TypePlanApprovalRequest && u.From == m.name {
-					pending = u.RequestID
-				}
-			}
-		}
+		ctx := context.Background()
+		evs, _ := cfg.Team.Journal().Read(ctx)
+		leadUnread, _ := cfg.Team.Mailbox().Peek(ctx, store.LeadName)
+		ownUnread, _ := cfg.Team.Mailbox().Peek(ctx, m.name)
+		pending, approved := restorePlan(evs, m.name, leadUnread, ownUnread, seen)
 		m.proto.setPlan(pending, approved)
 	}
 	return m, nil

@@ -118,6 +118,67 @@ func pendingPlan(evs []store.Event, member string) (pending string, approved boo
 	return pending, approved
 }
 
+// restorePlan is the plan state of a plan-mode member coming back: the
+// journal's (pendingPlan), then a request of its own still unread in the
+// lead's inbox (leadUnread: a request is committed there before the journal
+// says so), then an answer its restored conversation already has (seen):
+// the inbox never hands that one out again, so the protocol would never
+// hear of it, and the member would wait for an answer it has. The answer is
+// found in ownUnread (its own inbox, acked after the transcript line, so a
+// kill in between leaves it there) or in the journal's line of its send.
+func restorePlan(evs []store.Event, member string, leadUnread, ownUnread []store.Message, seen map[string]bool) (pending string, approved bool) {
+	pending, approved = pendingPlan(evs, member)
+	for _, u := range leadUnread {
+		if u.Type == store.TypePlanApprovalRequest && u.From == member {
+			pending = u.RequestID
+		}
+	}
+	answer := func(id, typ, from, requestID string, approve *bool) {
+		if pending == "" || !seen[id] || typ != store.TypePlanApprovalResponse || requestID != pending || !fromLeadOrHuman(from) {
+			return
+		}
+		pending, approved = "", approve != nil && *approve
+	}
+	for _, e := range evs {
+		if e.Type != "send" {
+			continue
+		}
+		if env, err := teamevent.Decode(e); err == nil {
+			if s, ok := env.Event.(teamevent.Send); ok && s.To == member {
+				answer(s.ID, s.MsgType, s.From, s.RequestID, s.Approve)
+			}
+		}
+	}
+	for _, u := range ownUnread {
+		answer(u.ID, u.Type, u.From, u.RequestID, u.Approve)
+	}
+	return pending, approved
+}
+
+// reopenedRequests are the plan and permission requests to the lead to
+// put to it anew after a resume: those the journal shows unanswered
+// (pendingRequests) but not those still unread in its inbox (unread), which
+// come again with it. A request in the inbox that its restored conversation
+// already has (seen: killed between the transcript line and the ack) is
+// not handed out again, so it is put anew too, or nobody could answer it
+// and its teammate would wait for ever.
+func reopenedRequests(evs []store.Event, unread []store.Message, seen map[string]bool) []store.Message {
+	pending := pendingRequests(evs)
+	inInbox := map[string]bool{}
+	for _, u := range unread {
+		if !seen[u.ID] {
+			inInbox[u.RequestID] = true
+		}
+	}
+	kept := pending[:0]
+	for _, p := range pending {
+		if !inInbox[p.RequestID] {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}
+
 // pendingRequests returns the plan and permission requests sent to the lead
 // that the journal shows no answer to.
 func pendingRequests(evs []store.Event) []store.Message {

@@ -82,22 +82,11 @@ func (s *Session) restore(ctx context.Context, name string) ([]llm.Block, error)
 	}
 	s.hookTeam(t.Name(), resumedSession(evs, r))
 	s.sessionStart(ctx, "resume")
-	// Requests still unread in the lead's inbox come again with it; only
-	// those the lead had read but not answered are put to it anew.
-	pending := pendingRequests(evs)
-	if unread, err := t.Mailbox().Peek(ctx, store.LeadName); err == nil {
-		inInbox := map[string]bool{}
-		for _, u := range unread {
-			inInbox[u.RequestID] = true
-		}
-		kept := pending[:0]
-		for _, p := range pending {
-			if !inInbox[p.RequestID] {
-				kept = append(kept, p)
-			}
-		}
-		pending = kept
+	var unread []store.Message
+	if u, err := t.Mailbox().Peek(ctx, store.LeadName); err == nil {
+		unread = u
 	}
+	pending := reopenedRequests(evs, unread, seen)
 	s.proto.reopen(pending)
 
 	now := time.Now()
