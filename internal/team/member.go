@@ -274,7 +274,11 @@ func (m *Member) Run(ctx context.Context) (err error) {
 			m.markStopped(ctx, exitWhy(err))
 		}
 	}()
-	m.setStatusLater(ctx, store.StatusWorking, "")
+	// In line, not behind: it is the roster's first word of this life (its
+	// pid, its heartbeat), and whoever watches the roster (a lead deciding
+	// the member is dead, a restart) must see it before anything the member
+	// does next. Only a wake's status goes behind the model request.
+	m.setStatus(ctx, store.StatusWorking, "")
 	m.st.goIdle = "available"
 	for {
 		input, why, err := m.idle(ctx)
