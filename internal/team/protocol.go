@@ -115,8 +115,10 @@ func (p *protocol) outstanding(r *store.Roster, now time.Time) (awaiting map[str
 	defer p.mu.Unlock()
 	for id, name := range p.awaiting {
 		// A member that says shutdown in the roster is about to answer;
-		// one that is gone from it or dead never will.
-		if m, ok := r.Member(name); !ok || Dead(*m, now) {
+		// one that is gone from it or dead never will, nor one whose
+		// process on this machine ended after its roster said shutdown
+		// (killed between that line and its answer).
+		if m, ok := r.Member(name); !ok || Dead(*m, now) || goneProcess(*m) {
 			delete(p.awaiting, id)
 		}
 	}
@@ -232,4 +234,11 @@ func (p *protocol) stopping() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stopAfter
+}
+
+// goneProcess reports whether m, shut down on the roster, ran in a process
+// of this machine that no longer exists. Its heartbeat no longer beats, so
+// Dead says so only a Lease later, if ever.
+func goneProcess(m store.Member) bool {
+	return m.Status == store.StatusShutdown && m.Placement != PlacementRemote && m.PID > 0 && !processAlive(m.PID)
 }

@@ -1,7 +1,10 @@
 package team
 
 import (
+	"os"
+	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -94,6 +97,38 @@ func TestRestorePlan(t *testing.T) {
 			got.Pending, got.Approved = restorePlan(journalOf(t, tc.evs...), "backend", tc.leadUnread, tc.ownUnread, tc.seen)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A teammate killed between its roster's shutdown line and its answer to
+// the lead's shutdown request never answers: the lead stops waiting once
+// its process is gone, and waits on while it runs (or runs elsewhere).
+func TestShutdownAnswerOfGoneProcess(t *testing.T) {
+	t.Parallel()
+	ended := exec.Command("true")
+	if err := ended.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		m     store.Member
+		waits bool
+	}{
+		{"process gone", store.Member{Name: "m1", Status: store.StatusShutdown, PID: ended.Process.Pid}, false},
+		{"process runs", store.Member{Name: "m1", Status: store.StatusShutdown, PID: os.Getpid()}, true},
+		{"on another machine", store.Member{Name: "m1", Status: store.StatusShutdown, PID: ended.Process.Pid, Placement: PlacementRemote}, true},
+		{"no pid yet", store.Member{Name: "m1", Status: store.StatusShutdown}, true},
+		{"not shut down (Dead decides)", store.Member{Name: "m1", Status: store.StatusIdle, PID: ended.Process.Pid, HeartbeatAt: time.Now()}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newProtocol()
+			p.sentShutdown("shutdown-team-lead-1", "m1")
+			r := store.Roster{Members: []store.Member{tc.m}}
+			awaiting, _, _ := p.outstanding(&r, time.Now())
+			if awaiting["m1"] != tc.waits {
+				t.Errorf("the lead waits for m1's answer: %v, want %v", awaiting["m1"], tc.waits)
 			}
 		})
 	}
