@@ -98,19 +98,26 @@ type journalWaiter struct {
 	ch     <-chan struct{}
 	cursor store.Cursor
 	seen   []store.Event
+	queued []store.Event // read but not yet looked at by until
 }
 
 // until waits for an event after the ones already seen that ok accepts.
 func (w *journalWaiter) until(ctx context.Context, ok func(store.Event) bool) (store.Event, error) {
 	for {
+		for len(w.queued) > 0 {
+			e := w.queued[0]
+			w.queued = w.queued[1:]
+			w.seen = append(w.seen, e)
+			if ok(e) {
+				return e, nil
+			}
+		}
 		evs, c, err := w.j.ReadAfter(ctx, w.cursor)
 		if err == nil {
 			w.cursor = c
-			for _, e := range evs {
-				w.seen = append(w.seen, e)
-				if ok(e) {
-					return e, nil
-				}
+			w.queued = evs
+			if len(evs) > 0 {
+				continue
 			}
 		}
 		select {
@@ -138,15 +145,17 @@ func TestNatsKillAndResume(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		killLead bool // the lead dies with the hub: a resume finishes the run
+		atEnd    bool // the hub dies at the team's last completion
 	}{
-		{"hub", false},
-		{"hub-and-lead", true},
+		{"hub", false, false},
+		{"hub-and-lead", true, false},
+		{"hub-at-end", false, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) { natsKillAndResume(t, tc.killLead) })
+		t.Run(tc.name, func(t *testing.T) { natsKillAndResume(t, tc.killLead, tc.atEnd) })
 	}
 }
 
-func natsKillAndResume(t *testing.T, killLead bool) {
+func natsKillAndResume(t *testing.T, killLead, atEnd bool) {
 	var tasks string
 	for i := 1; i <= 4; i++ {
 		tasks += fmt.Sprintf(relayTask, i)
@@ -233,7 +242,24 @@ func natsKillAndResume(t *testing.T, killLead bool) {
 	// 2. The hub dies at the first completion after that kill, while tasks
 	// are still open (mid-run: waiting for the restart first could let
 	// the whole board finish), and starts again on its data directory.
-	done, err := jw.until(ctx, func(e store.Event) bool { return e.Type == "complete" })
+	completions := 0
+	wantCompletions := 1
+	if atEnd {
+		// The team's last completion: the lead has only to see it, end
+		// its teammates and stop, all through a hub that is gone.
+		wantCompletions = 4
+		for _, e := range jw.seen {
+			if e.Type == "complete" {
+				completions++
+			}
+		}
+	}
+	done, err := jw.until(ctx, func(e store.Event) bool {
+		if e.Type == "complete" {
+			completions++
+		}
+		return completions >= wantCompletions
+	})
 	if err != nil {
 		t.Fatalf("no task completed: %v\n%s", err, leadOut.String())
 	}

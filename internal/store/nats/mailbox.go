@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,7 +41,37 @@ type reader struct {
 	seqOf   map[string]uint64
 	floor   uint64 // acked up to this stream sequence
 	seen    map[string]bool
-	high    uint64 // the highest stream sequence taken from buf
+	high    uint64      // the highest stream sequence taken from buf
+	// durable names the consumer once open (for a rewind, which needs
+	// no lock: reconnected).
+	durable atomic.Pointer[string]
+	// watchers are the wake channels of this client's watches of the
+	// inbox: a message pushed again after a rewind wakes them, as the
+	// watch itself sees only new messages.
+	watchMu  sync.Mutex
+	watchers map[chan struct{}]bool
+}
+
+func (r *reader) wakeWatchers() {
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	for ch := range r.watchers {
+		wake(ch)
+	}
+}
+
+func (r *reader) watch(ch chan struct{}) (stop func()) {
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	if r.watchers == nil {
+		r.watchers = map[chan struct{}]bool{}
+	}
+	r.watchers[ch] = true
+	return func() {
+		r.watchMu.Lock()
+		defer r.watchMu.Unlock()
+		delete(r.watchers, ch)
+	}
 }
 
 type readers struct {
@@ -104,23 +135,35 @@ func (mb *mailbox) open(ctx context.Context, r *reader, member string) error {
 	}
 	r.floor = info.AckFloor.Stream
 	r.cons = cons
-	cc, err := cons.Consume(func(m jetstream.Msg) {
+	r.durable.Store(&cfg.Durable)
+	if err := mb.consume(r, member); err != nil {
+		r.cons = nil
+		return err
+	}
+	mb.t.notePresence(ctx, member)
+	return nil
+}
+
+// consume has the server push the reader's consumer into its buffer.
+func (mb *mailbox) consume(r *reader, member string) error {
+	cc, err := r.cons.Consume(func(m jetstream.Msg) {
 		r.bufMu.Lock()
 		r.buf = append(r.buf, m)
 		r.bufMu.Unlock()
 		wake(r.arrived)
+		// Mostly the watch itself woke them already; after a rewind
+		// only this does.
+		r.wakeWatchers()
 	}, jetstream.PullMaxMessages(256), jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if !errors.Is(err, jetstream.ErrNoHeartbeat) {
 			mb.t.s.opts.Logger.Debug("nats store: inbox consumer", "member", member, "err", err)
 		}
 	}))
 	if err != nil {
-		r.cons = nil
 		return fmt.Errorf("inbox of %s in team %s: consume: %w", member, mb.t.name, err)
 	}
 	r.cc = cc
 	mb.t.s.onClose(cc.Stop)
-	mb.t.notePresence(ctx, member)
 	return nil
 }
 
@@ -220,6 +263,9 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 			return out, nil
 		}
 		if err := ctx.Err(); err != nil {
+			if len(out) > 0 {
+				return out, nil // handed out to this client: never dropped
+			}
 			return nil, err
 		}
 		select {
@@ -240,25 +286,69 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 // asked again, as request does, until ctx or the store ends (a reader
 // waiting on its inbox outlives a hub restart).
 func (mb *mailbox) lastSeq(ctx context.Context, member string) (uint64, error) {
-	for attempt := 1; ; attempt++ {
-		m, err := mb.t.s.inbox.GetLastMsgForSubject(context.WithoutCancel(ctx), mb.subject(member))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return 0, nil
+	var seq uint64
+	err := mb.t.s.retryTransient(ctx, func() error {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+		defer cancel()
+		m, err := mb.t.s.inbox.GetLastMsgForSubject(rctx, mb.subject(member))
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			seq = 0
+			return nil
+		case err != nil:
+			return err
 		}
-		if err == nil {
-			return m.Sequence, nil
-		}
-		if !transientErr(err) || attempt == requestAttempts {
-			return 0, err
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-mb.t.s.done:
-			return 0, store.ErrClosed
-		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		seq = m.Sequence
+		return nil
+	})
+	return seq, err
+}
+
+// reconnected rewinds the consumer of every inbox this client reads to
+// its ack floor: the server may have counted as delivered what was on the
+// wire when the connection broke (a hub killed -9), and with explicit
+// acks and a day's ack wait it would never push those messages again.
+// What comes again that this client already handed out is skipped by id;
+// the rest wakes its Receive and its watchers.
+func (s *Store) reconnected() {
+	s.readers.Lock()
+	var open []*reader
+	for _, r := range s.readers.m {
+		if r.durable.Load() != nil {
+			open = append(open, r)
 		}
 	}
+	s.readers.Unlock()
+	for _, r := range open {
+		go s.rewind(r)
+	}
+}
+
+func (s *Store) rewind(r *reader) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	name := *r.durable.Load()
+	err := s.retryTransient(ctx, func() error {
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		_, err := s.inbox.ResetConsumer(rctx, name)
+		return err
+	})
+	if err != nil {
+		if !errors.Is(err, store.ErrClosed) {
+			s.opts.Logger.Warn("nats store: rewind inbox consumer after a reconnect", "consumer", name, "err", err)
+		}
+		return
+	}
+	wake(r.arrived)
+	r.wakeWatchers()
 }
 
 // take hands out what the consumer delivered and this client has not
@@ -287,6 +377,11 @@ func (mb *mailbox) take(r *reader) []store.Message {
 			continue
 		}
 		if r.seen[m.ID] {
+			if _, ok := r.pending[m.ID]; ok {
+				// Delivered again after a rewind: the ack goes through
+				// the newest delivery.
+				r.pending[m.ID] = jm
+			}
 			continue
 		}
 		r.seen[m.ID] = true
@@ -373,14 +468,20 @@ func (mb *mailbox) Watch(ctx context.Context, member string) (<-chan struct{}, e
 	if err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
 	}
-	return mb.t.s.watchSubject(ctx, inboxStream, mb.subject(name))
+	ch, err := mb.t.s.watchSubject(ctx, inboxStream, mb.subject(name), mb.reader(name).watch)
+	if err != nil {
+		return nil, fmt.Errorf("watch: %w", err)
+	}
+	return ch, nil
 }
 
 // watchSubject returns a coalescing wake channel fed by an ordered
 // consumer of what stream stores on subject from now on, closed when ctx
 // ends or the store closes. A consumer, not a core subscription: a message
 // reaches it only once stored, so a reader woken finds it.
-func (s *Store) watchSubject(ctx context.Context, stream, subject string) (<-chan struct{}, error) {
+// also, when not nil, registers the consumer's wake channel elsewhere as
+// well until the watch ends.
+func (s *Store) watchSubject(ctx context.Context, stream, subject string, also func(chan struct{}) func()) (<-chan struct{}, error) {
 	oc, err := s.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverNewPolicy, HeadersOnly: true,
 	})
@@ -395,9 +496,14 @@ func (s *Store) watchSubject(ctx context.Context, stream, subject string) (<-cha
 		return nil, fmt.Errorf("watch %s: %w", subject, err)
 	}
 	out := make(chan struct{}, 1)
+	unregister := func() {}
+	if also != nil {
+		unregister = also(in)
+	}
 	go func() {
 		defer close(out)
 		defer cc.Stop()
+		defer unregister()
 		for {
 			select {
 			case <-ctx.Done():

@@ -337,27 +337,52 @@ func transientErr(err error) bool {
 
 // request sends m and waits for its answer, retrying as above.
 func (s *Store) request(ctx context.Context, m *natsgo.Msg) (*natsgo.Msg, error) {
-	for attempt := 1; ; attempt++ {
+	var reply *natsgo.Msg
+	err := s.retryTransient(ctx, func() error {
 		actx, cancel := context.WithTimeout(ctx, requestTimeout)
-		reply, err := s.nc.RequestMsgWithContext(actx, m)
-		cancel()
+		defer cancel()
+		var err error
+		reply, err = s.nc.RequestMsgWithContext(actx, m)
 		if err == nil && reply.Header.Get("Status") == "503" {
 			err = natsgo.ErrNoResponders
 		}
-		transient := transientErr(err)
-		if err == nil || !transient || attempt == requestAttempts || ctx.Err() != nil {
-			if err != nil {
-				if cerr := s.closedErr(); cerr != nil {
-					return nil, cerr
-				}
-			}
-			return reply, err
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return reply, nil
+}
+
+// retryTransient runs fn until it succeeds, fails for good, or has failed
+// transiently (transientErr) requestAttempts times, backing off between
+// tries; an error once the store is closed is store.ErrClosed. fn bounds
+// each try itself.
+func (s *Store) retryTransient(ctx context.Context, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if cerr := s.closedErr(); cerr != nil {
+			return cerr
+		}
+		if !transientErr(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			// The caller gave up: its own error says so, not the
+			// timeout of a try that may have run without its ctx.
+			return ctx.Err()
+		}
+		if attempt == requestAttempts {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-s.done:
-			return nil, store.ErrClosed
+			return store.ErrClosed
 		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond): // backs off from a cluster in failover
 		}
 	}
