@@ -41,7 +41,7 @@ type reader struct {
 	seqOf   map[string]uint64
 	floor   uint64 // acked up to this stream sequence
 	seen    map[string]bool
-	high    uint64      // the highest stream sequence taken from buf
+	high    uint64 // the highest stream sequence taken from buf
 	// durable names the consumer once open (for a rewind, which needs
 	// no lock: reconnected).
 	durable atomic.Pointer[string]
