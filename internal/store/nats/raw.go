@@ -11,6 +11,7 @@ import (
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/troupe-dev/troupe/internal/store"
 )
@@ -199,6 +200,8 @@ func (s *Store) directGetOnce(ctx context.Context, stream string, req map[string
 				return msgs, np > 0, nil
 			case "404":
 				return msgs, false, nil
+			case "413":
+				return nil, false, errTooMany
 			case "":
 			default:
 				if m.Header.Get("Nats-Sequence") == "" {
@@ -234,17 +237,83 @@ func (s *Store) readSubject(ctx context.Context, stream, subject string, from ui
 	}
 }
 
+// errTooMany is a multi-get over more keys than the server answers at once
+// (1024).
+var errTooMany = errors.New("too many keys for one multi-get")
+
 // lastOf returns the last message of every subject matching filter in
-// bucket's stream, delete markers included.
+// bucket's stream, delete markers included. Up to 1024 keys that is one
+// multi-get; a bigger set (a board of thousands of tasks) is read through a
+// KV watcher, which streams the last value of every key however many.
 func (s *Store) lastOf(ctx context.Context, bucket, filter string) ([]rawMsg, error) {
 	msgs, more, err := s.directGet(ctx, "KV_"+bucket, map[string]any{"multi_last": []string{"$KV." + bucket + "." + filter}})
+	if errors.Is(err, errTooMany) || (err == nil && more) {
+		return s.lastOfAll(ctx, bucket, filter)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if more {
-		return nil, fmt.Errorf("more than %d keys under %s in %s", len(msgs), filter, bucket)
-	}
 	return msgs, nil
+}
+
+// lastOfAll reads the last message of every key matching filter with a
+// watcher that ends once it has delivered them.
+func (s *Store) lastOfAll(ctx context.Context, bucket, filter string) ([]rawMsg, error) {
+	kv, err := s.bucket(bucket)
+	if err != nil {
+		return nil, err
+	}
+	var out []rawMsg
+	err = s.retryTransient(ctx, func() error {
+		out = out[:0]
+		wctx, cancel := context.WithTimeout(ctx, 4*requestTimeout)
+		defer cancel()
+		w, err := kv.Watch(wctx, filter)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-wctx.Done():
+				return fmt.Errorf("read %s of %s: %w", filter, bucket, wctx.Err())
+			case <-s.done:
+				return store.ErrClosed
+			case e, ok := <-w.Updates():
+				if !ok {
+					return fmt.Errorf("read %s of %s: watcher ended", filter, bucket)
+				}
+				if e == nil {
+					return nil // the last values as of the watch's start are in
+				}
+				m := rawMsg{Subject: kvSubject(bucket, e.Key()), Seq: e.Revision(), Data: e.Value(), Header: natsgo.Header{}}
+				switch e.Operation() {
+				case jetstream.KeyValueDelete:
+					m.Header.Set("KV-Operation", "DEL")
+				case jetstream.KeyValuePurge:
+					m.Header.Set("KV-Operation", "PURGE")
+				}
+				out = append(out, m)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// bucket is the KV handle of a bucket by name.
+func (s *Store) bucket(name string) (jetstream.KeyValue, error) {
+	switch name {
+	case tasksBucket:
+		return s.tasks, nil
+	case teamsBucket:
+		return s.teams, nil
+	case beatsBucket:
+		return s.beats, nil
+	}
+	return nil, fmt.Errorf("no bucket %s", name)
 }
 
 // lastFor returns the last message of one key of bucket (ok false if the
