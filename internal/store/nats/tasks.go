@@ -251,14 +251,16 @@ func (b *board) do(ctx context.Context, rule func(*tx) (store.Task, error)) (sto
 	}
 }
 
-// Create and Update run on the cached board first, as claims do: a board
-// of thousands of tasks is otherwise read whole for every new id.
+// Create runs on the cached board first, as claims do: a board of
+// thousands of tasks is otherwise read whole for every new id (the new
+// key's compare-and-set catches an id taken meanwhile). Update reads the
+// keys it touches from the server: it is never a read of the whole board.
 func (b *board) Create(ctx context.Context, t store.Task) (store.Task, error) {
 	return b.claim(ctx, func(x *tx) (store.Task, error) { return store.CreateTask(x, t, b.t.s.now()) })
 }
 
 func (b *board) Update(ctx context.Context, id string, fn func(*store.Task) error) (store.Task, error) {
-	return b.claim(ctx, func(x *tx) (store.Task, error) { return store.UpdateTask(x, id, fn, b.t.s.now()) })
+	return b.do(ctx, func(x *tx) (store.Task, error) { return store.UpdateTask(x, id, fn, b.t.s.now()) })
 }
 
 func (b *board) Claim(ctx context.Context, id, owner string) (store.Task, error) {
