@@ -189,13 +189,28 @@ func (e *gitError) Unwrap() error { return e.err }
 
 // run runs git in dir and returns its standard output.
 func (r *Repo) run(ctx context.Context, dir string, args ...string) (string, error) {
+	return r.runAt(ctx, false, dir, args...)
+}
+
+// runBackground is run at a lower CPU priority: work done ahead of demand
+// (a pool's spares) must not slow the spawns it is for.
+func (r *Repo) runBackground(ctx context.Context, dir string, args ...string) (string, error) {
+	return r.runAt(ctx, true, dir, args...)
+}
+
+func (r *Repo) runAt(ctx context.Context, background bool, dir string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, r.git, append([]string{"-C", dir}, args...)...)
-	// Commits made for teammates need an identity even on a machine where
-	// the user configured none; the user's own identity wins when set.
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
+	err := cmd.Start()
+	if err == nil {
+		if background {
+			lowerPriority(cmd.Process.Pid)
+		}
+		err = cmd.Wait()
+	}
+	if err != nil {
 		return out.String(), &gitError{args: args, stderr: errb.String(), err: err}
 	}
 	return out.String(), nil
