@@ -44,9 +44,10 @@ const bursts = 3
 //
 // The pool keeps as many spares as the largest of the last bursts of
 // takes asked for, between its size and its max, and makes up to one per
-// two cores at once, at a lower CPU priority than the spawns it serves. A
-// take that finds none ready waits for one being made rather than start a
-// checkout of its own that would compete with it.
+// two cores (at least two) at once. A take that finds a spare ready starts
+// the next ones once its own git commands are done; one that finds none
+// waits for one being made rather than start a checkout of its own that
+// would compete with it.
 //
 // A spare's index is refreshed once the clock has left the second its
 // files were written in, so that git no longer takes them for "racily
@@ -331,7 +332,7 @@ func (p *Pool) add(ctx context.Context, seq int) (spare, error) {
 	path := filepath.Join(p.dir, fmt.Sprintf("%d-%d", os.Getpid(), seq))
 	// No queue lock: git marks a worktree being added as locked, so a
 	// prune meanwhile leaves it alone, and merges can go on.
-	if _, err := p.repo.runBackground(ctx, p.repo.Top, "worktree", "add", "--quiet", "--detach", path, head); err != nil {
+	if _, err := p.repo.run(ctx, p.repo.Top, "worktree", "add", "--quiet", "--detach", path, head); err != nil {
 		p.discard(path)
 		return spare{}, err
 	}
@@ -341,7 +342,7 @@ func (p *Pool) add(ctx context.Context, seq int) (spare, error) {
 // refresh lets git re-check the spare's files and write its index anew,
 // stamped later than every file.
 func (p *Pool) refresh(ctx context.Context, path string) error {
-	_, err := p.repo.runBackground(ctx, path, "update-index", "-q", "--refresh")
+	_, err := p.repo.run(ctx, path, "update-index", "-q", "--refresh")
 	return err
 }
 
@@ -385,9 +386,10 @@ func (p *Pool) get(ctx context.Context) (spare, bool) {
 			}
 		}
 		if i >= 0 {
+			// took starts the next spares, once this take's git
+			// commands no longer compete with them.
 			sp := p.spares[i]
 			p.spares = append(p.spares[:i], p.spares[i+1:]...)
-			p.launchLocked()
 			return sp, true
 		}
 		p.launchLocked()
@@ -406,10 +408,12 @@ func (p *Pool) get(ctx context.Context) (spare, bool) {
 	}
 }
 
-// took ends a take: the burst's clock runs from here.
+// took ends a take: the burst's clock runs from here, and the pool makes
+// spares up to its target.
 func (p *Pool) took() {
 	p.mu.Lock()
 	p.lastTake = time.Now()
+	p.launchLocked()
 	p.mu.Unlock()
 }
 
