@@ -78,6 +78,7 @@ type Pool struct {
 	burst      int           // takes in the current burst
 	lastTake   time.Time     // when the last take ended
 	past       []int         // sizes of the last bursts before the current
+	quiet      *time.Timer   // starts making spares once takes pause
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -408,13 +409,35 @@ func (p *Pool) get(ctx context.Context) (spare, bool) {
 	}
 }
 
+// QuietPeriod is how long a pool with spares still ready waits after a
+// take before it makes more: the spawns of a burst come one after another,
+// and a checkout made meanwhile would compete with them for the CPU.
+const QuietPeriod = 500 * time.Millisecond
+
+// lowWater is how few ready spares make a take start the next ones at
+// once: the burst's next spawns would find none otherwise.
+const lowWater = 2
+
 // took ends a take: the burst's clock runs from here, and the pool makes
-// spares up to its target.
+// spares up to its target, at once when few are left, else once the
+// takes pause.
 func (p *Pool) took() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.lastTake = time.Now()
-	p.launchLocked()
-	p.mu.Unlock()
+	if p.readyLocked() < lowWater {
+		p.launchLocked()
+		return
+	}
+	if p.quiet == nil {
+		p.quiet = time.AfterFunc(QuietPeriod, func() {
+			p.mu.Lock()
+			p.launchLocked()
+			p.mu.Unlock()
+		})
+		return
+	}
+	p.quiet.Reset(QuietPeriod)
 }
 
 // Take makes a teammate's worktree out of a spare: the spare is moved to
@@ -586,6 +609,9 @@ func (p *Pool) Close() error {
 		return nil
 	}
 	p.closed = true
+	if p.quiet != nil {
+		p.quiet.Stop()
+	}
 	p.mu.Unlock()
 	p.cancel()
 	<-p.done
