@@ -96,6 +96,27 @@ func (h *hubProc) stop() {
 	_ = h.cmd.Wait()
 }
 
+// watchRelay waits for the lead to create team relay in st and starts
+// reading its journal; out is the lead's output, shown when it never does.
+func watchRelay(ctx context.Context, t *testing.T, st store.Store, out *bytes.Buffer) (store.Team, *journalWaiter) {
+	t.Helper()
+	var tm store.Team
+	var err error
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) { // the store has no team-created event
+		if tm, err = st.Team(ctx, "relay"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("team relay never created: %v\n%s", err, out.String())
+		}
+	}
+	ch, err := tm.Journal().Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm, &journalWaiter{j: tm.Journal(), ch: ch}
+}
+
 // journalWaiter reads a team's journal through the store as it grows.
 type journalWaiter struct {
 	j      store.Journal
@@ -208,20 +229,7 @@ func natsKillAndResume(t *testing.T, killLead, atEnd bool) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var tm store.Team
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if tm, err = st.Team(ctx, "relay"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("team relay never created: %v\n%s", err, leadOut.String())
-		}
-	}
-	ch, err := tm.Journal().Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jw := &journalWaiter{j: tm.Journal(), ch: ch}
+	tm, jw := watchRelay(ctx, t, st, &leadOut)
 
 	// 1. A teammate process dies at its first claim.
 	claim, err := jw.until(ctx, func(e store.Event) bool { return e.Type == "claim" })
@@ -570,20 +578,7 @@ func TestNatsRemoteMemberKillAndRestart(t *testing.T) {
 	go func() { leadDone <- lead.Wait() }()
 	defer func() { _ = lead.Process.Kill() }()
 
-	var tm store.Team
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if tm, err = st.Team(ctx, "relay"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("team relay never created: %v\n%s", err, leadOut.String())
-		}
-	}
-	ch, err := tm.Journal().Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jw := &journalWaiter{j: tm.Journal(), ch: ch}
+	tm, jw := watchRelay(ctx, t, st, &leadOut)
 	claim, err := jw.until(ctx, func(e store.Event) bool { return e.Type == "claim" })
 	if err != nil {
 		t.Fatalf("no claim: %v\n%s", err, leadOut.String())
