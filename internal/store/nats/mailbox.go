@@ -50,6 +50,8 @@ type reader struct {
 	// watch itself sees only new messages.
 	watchMu  sync.Mutex
 	watchers map[chan struct{}]bool
+	// stallCheck is set while a check for a stalled push is scheduled.
+	stallCheck atomic.Bool
 }
 
 func (r *reader) wakeWatchers() {
@@ -254,6 +256,11 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 		return nil, fmt.Errorf("receive for %s: %w", name, err)
 	}
 	var out []store.Message
+	// A message stored past what the consumer pushed and still not pushed
+	// after pushStall: the consumer is repushed from its ack floor (its
+	// pull can go quiet around a hub restart and a rewind).
+	stall := time.NewTimer(pushStall)
+	defer stall.Stop()
 	for {
 		if err := mb.open(context.WithoutCancel(ctx), r, name); err != nil {
 			return nil, err
@@ -262,7 +269,14 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 		if len(out) > 0 && r.high >= last {
 			return out, nil
 		}
+		var stalled <-chan time.Time
+		if r.high < last {
+			stalled = stall.C
+		}
 		if err := ctx.Err(); err != nil {
+			if r.high < last {
+				mb.checkPushLater(r, name, last)
+			}
 			if len(out) > 0 {
 				return out, nil // handed out to this client: never dropped
 			}
@@ -277,7 +291,56 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 		case <-mb.t.s.done:
 			return nil, store.ErrClosed
 		case <-r.arrived:
+		case <-stalled:
+			mb.repush(ctx, r, name)
+			stall.Reset(pushStall)
 		}
+	}
+}
+
+// checkPushLater, for a Receive that could not wait, looks again after
+// pushStall: a message stored at last and still not pushed restarts the
+// push, and the inbox's watchers are woken to receive it.
+func (mb *mailbox) checkPushLater(r *reader, member string, last uint64) {
+	if !r.stallCheck.CompareAndSwap(false, true) {
+		return
+	}
+	time.AfterFunc(pushStall, func() {
+		defer r.stallCheck.Store(false)
+		select {
+		case r.mu <- struct{}{}:
+		default:
+			return // a Receive is in: it watches for the stall itself
+		}
+		if mb.t.s.closedErr() == nil && r.high < last {
+			mb.repush(context.Background(), r, member)
+		}
+		r.unlock()
+		wake(r.arrived)
+		r.wakeWatchers()
+	})
+}
+
+// pushStall is how long Receive waits for a message it knows is stored
+// before it restarts the push.
+const pushStall = 3 * time.Second
+
+// repush restarts r's consumer from its ack floor; the caller holds r.
+// What comes again that r already handed out is skipped by id.
+func (mb *mailbox) repush(ctx context.Context, r *reader, member string) {
+	name := r.durable.Load()
+	if name == nil || r.cc == nil {
+		return
+	}
+	r.cc.Stop()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+	defer cancel()
+	if _, err := mb.t.s.inbox.ResetConsumer(rctx, *name); err != nil {
+		mb.t.s.opts.Logger.Debug("nats store: repush inbox consumer", "member", member, "err", err)
+	}
+	if err := mb.consume(r, member); err != nil {
+		mb.t.s.opts.Logger.Warn("nats store: repush inbox consumer", "member", member, "err", err)
+		r.cons = nil // open makes it again
 	}
 }
 
