@@ -224,6 +224,42 @@ func TestOpenEnvAndSessionConfig(t *testing.T) {
 	}
 }
 
+// TestRemoteSetting: team.remote and team.remoteBase give the git remote
+// teammates on other machines clone; --remote wins over team.remote.
+func TestRemoteSetting(t *testing.T) {
+	for _, tc := range []struct {
+		name, settings, flag string
+		want                 team.RemoteGit
+	}{
+		{"none", `{}`, "", team.RemoteGit{}},
+		{"settings", `{"team": {"remote": "git@hub:t/app.git", "remoteBase": "main"}}`, "", team.RemoteGit{URL: "git@hub:t/app.git", Base: "main"}},
+		{"flag wins", `{"team": {"remote": "git@hub:t/app.git", "remoteBase": "main"}}`, "/srv/app.git", team.RemoteGit{URL: "/srv/app.git", Base: "main"}},
+		{"flag alone", `{}`, "/srv/app.git", team.RemoteGit{URL: "/srv/app.git"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := isolate(t)
+			if err := os.MkdirAll(filepath.Join(ws, ".troupe"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ws, ".troupe", "settings.json"), []byte(tc.settings), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			e, err := OpenEnv(context.Background(), Options{Dir: ws})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			cfg, err := e.SessionConfig(nil, "", 0, TeamOptions{Remote: tc.flag}, ProviderChoice{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, cfg.Remote); diff != "" {
+				t.Errorf("remote (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func containsRun(s, run []string) bool {
 	for i := 0; i+len(run) <= len(s); i++ {
 		if slices.Equal(s[i:i+len(run)], run) {

@@ -491,6 +491,13 @@ func (e *Env) SessionConfig(provider llm.Provider, model string, maxTurns int, f
 		return cfg, err
 	}
 	cfg.Remote.URL = f.Remote
+	if e.Settings != nil {
+		// --remote wins over team.remote; team.remoteBase has no flag.
+		if cfg.Remote.URL == "" {
+			cfg.Remote.URL = e.Settings.Remote.Value
+		}
+		cfg.Remote.Base = e.Settings.RemoteBase.Value
+	}
 	if f.TeammateMode == team.ModeProcess {
 		exe, err := os.Executable()
 		if err != nil {

@@ -87,6 +87,8 @@ func (a *app) benchTeamCmd() *cobra.Command {
 		asJSON                          bool
 		isolation                       string
 		repoFiles, worktrees            int
+		bursts                          []int
+		burstRounds                     int
 		cpuProfile                      string
 		mode                            string
 	)
@@ -130,7 +132,7 @@ used meanwhile and the memory each teammate adds; then the session closes
 				}
 			}
 			if iso == team.IsolationWorktree {
-				if rep.Worktree, err = benchWorktrees(cmd.Context(), repoFiles, worktrees); err != nil {
+				if rep.Worktree, err = benchWorktrees(cmd.Context(), repoFiles, worktrees, bursts, burstRounds); err != nil {
 					return withCode(ExitError, fmt.Errorf("worktree phase: %w", err))
 				}
 			}
@@ -159,8 +161,13 @@ used meanwhile and the memory each teammate adds; then the session closes
 			if w := rep.Worktree; w != nil {
 				fmt.Fprintf(a.stdout, "worktrees on a %d-file repository: spawn from the pool %.1f ms p50 (max %.1f, git CPU %.1f ms), without it %.1f ms p50 (max %.1f, git CPU %.1f ms), shared checkout %.3f ms; refill %.0f ms p50 (pool of %d)\n",
 					w.RepoFiles, w.SpawnMSP50, w.SpawnMSMax, w.SpawnCPUMSP50, w.ColdSpawnMSP50, w.ColdSpawnMSMax, w.ColdSpawnCPUMSP50, w.SharedSpawnMS, w.RefillMSP50, w.PoolSize)
+				fmt.Fprintf(a.stdout, "spawn from the pool with the base's check before the take instead of beside it: %.1f ms p50 (git CPU %.1f ms)\n", w.SeqSpawnMSP50, w.SeqSpawnCPUMSP50)
 				fmt.Fprintf(a.stdout, "per task: commit %.1f ms + merge %.1f ms p50 from the pool, %.1f + %.1f ms without it; %.2f merges/s\n",
 					w.CommitMSP50, w.MergeMSP50, w.ColdCommitMSP50, w.ColdMergeMSP50, w.MergesPerSec)
+				for _, b := range w.Bursts {
+					fmt.Fprintf(a.stdout, "burst of %d spawns (%d rounds): fresh pool of %d %.1f ms p50 / %.1f ms p99 (%d fell back to git worktree add), grown pool of %d %.1f / %.1f ms, shared checkout %.3f / %.3f ms\n",
+						b.Size, w.BurstRounds, w.PoolSize, b.FirstMSP50, b.FirstMSP99, b.FellBack, b.PoolAfterWarm, b.WarmMSP50, b.WarmMSP99, b.SharedMSP50, b.SharedMSP99)
+				}
 			}
 			fmt.Fprintf(a.stdout, "peak RSS %.0f MB\n", rep.PeakRSSMB)
 			return nil
@@ -176,6 +183,8 @@ used meanwhile and the memory each teammate adds; then the session closes
 	cmd.Flags().StringVar(&isolation, "isolation", "", "worktree: add phase 3, worktree isolation's spawn overhead and merge throughput on a --repo-files repository")
 	cmd.Flags().IntVar(&repoFiles, "repo-files", 10000, "files in phase 3's repository")
 	cmd.Flags().IntVar(&worktrees, "worktrees", 5, "teammates' worktrees spawned and merged in phase 3")
+	cmd.Flags().IntSliceVar(&bursts, "bursts", []int{1, 4, 10}, "phase 3: sizes of bursts of spawns one after another, from a fresh pool and once it has grown")
+	cmd.Flags().IntVar(&burstRounds, "burst-rounds", 3, "phase 3: rounds of each burst size (0: no bursts)")
 	cmd.Flags().StringVar(&mode, "teammate-mode", team.ModeInProcess, "how phase 2's teammates run: in-process, or process (a troupe agent each; no wake samples)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	return cmd

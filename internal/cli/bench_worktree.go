@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -38,6 +39,10 @@ type worktreeReport struct {
 	ColdSpawnMSMax    float64 `json:"cold_spawn_ms_max"`
 	ColdSpawnCPUMSP50 float64 `json:"cold_spawn_cpu_ms_p50"`
 	SharedSpawnMS     float64 `json:"shared_spawn_ms"`
+	// SeqSpawnMS is a spawn from the pool with the base's check before
+	// the take instead of beside it (as before TakeReady).
+	SeqSpawnMSP50    float64 `json:"seq_spawn_ms_p50"`
+	SeqSpawnCPUMSP50 float64 `json:"seq_spawn_cpu_ms_p50"`
 	// RefillMS is the pool making one spare in the background (`git
 	// worktree add`, the racy-git wait, the index refresh).
 	RefillMSP50 float64 `json:"refill_ms_p50"`
@@ -50,6 +55,97 @@ type worktreeReport struct {
 	ColdCommitMSP50 float64 `json:"cold_commit_ms_p50"`
 	ColdMergeMSP50  float64 `json:"cold_merge_ms_p50"`
 	MergesPerSec    float64 `json:"merges_per_s"`
+	// Bursts are spawns one after another as a lead makes them in one
+	// turn, from a fresh pool of PoolSize spares ("first") and again once
+	// the pool has grown to the burst ("warm"), over BurstRounds rounds.
+	BurstRounds int           `json:"burst_rounds"`
+	Bursts      []burstReport `json:"bursts"`
+}
+
+// burstReport is one burst size's spawn overhead per worktree.
+type burstReport struct {
+	Size          int     `json:"size"`
+	FirstMSP50    float64 `json:"first_ms_p50"`
+	FirstMSP99    float64 `json:"first_ms_p99"`
+	WarmMSP50     float64 `json:"warm_ms_p50"`
+	WarmMSP99     float64 `json:"warm_ms_p99"`
+	FellBack      int     `json:"fell_back"` // spawns that ran `git worktree add` themselves
+	SharedMSP50   float64 `json:"shared_ms_p50"`
+	SharedMSP99   float64 `json:"shared_ms_p99"`
+	PoolAfterWarm int     `json:"pool_target"`
+}
+
+// benchBursts measures bursts of spawns of each size in sizes, rounds
+// times each, on the repository at dir.
+func benchBursts(ctx context.Context, repo *worktree.Repo, base *tool.Workspace, sizes []int, rounds int) ([]burstReport, error) {
+	var out []burstReport
+	for _, size := range sizes {
+		br := burstReport{Size: size}
+		var first, warm, shared []float64
+		for round := range rounds {
+			tname := fmt.Sprintf("burst%d-%d", size, round)
+			pool := worktree.NewPool(repo, tname, 0)
+			if err := pool.Wait(ctx, pool.Size()); err != nil {
+				pool.Close()
+				return nil, err
+			}
+			burst := func(prefix string, into *[]float64) error {
+				var wts []worktree.Worktree
+				for i := range size {
+					t0 := time.Now()
+					if _, err := (team.SharedPlacement{Workspace: base}).Place(ctx, tname, "s"); err != nil {
+						return err
+					}
+					shared = append(shared, ms(time.Since(t0)))
+					name := fmt.Sprintf("%s%d", prefix, i)
+					t0 = time.Now()
+					wt, err := pool.TakeReady(ctx, name)
+					if errors.Is(err, worktree.ErrPoolEmpty) {
+						br.FellBack++
+						wt, err = repo.Add(ctx, tname, name)
+					}
+					if err != nil {
+						return err
+					}
+					ws, err := tool.OpenWorkspace(wt.Path)
+					if err != nil {
+						return err
+					}
+					*into = append(*into, ms(time.Since(t0)))
+					ws.Close()
+					wts = append(wts, wt)
+				}
+				for _, wt := range wts {
+					if err := repo.Remove(ctx, wt, true); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			err := burst("f", &first)
+			if err == nil {
+				// The next burst comes a model turn or more later: the
+				// pool has grown to the last one meanwhile, and the burst
+				// has ended.
+				time.Sleep(worktree.BurstGap + 100*time.Millisecond)
+				if err = pool.Wait(ctx, pool.Target()); err == nil {
+					br.PoolAfterWarm = pool.Target()
+					err = burst("w", &warm)
+				}
+			}
+			if cerr := pool.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		br.FirstMSP50, br.FirstMSP99 = percentile(first, 50), percentile(first, 99)
+		br.WarmMSP50, br.WarmMSP99 = percentile(warm, 50), percentile(warm, 99)
+		br.SharedMSP50, br.SharedMSP99 = percentile(shared, 50), percentile(shared, 99)
+		out = append(out, br)
+	}
+	return out, nil
 }
 
 // childCPU is the CPU time of this process's finished children.
@@ -63,7 +159,7 @@ func childCPU() time.Duration {
 
 // benchWorktrees measures worktree isolation on a fresh repository of
 // files files with n teammates placed from the pool and n without it.
-func benchWorktrees(ctx context.Context, files, n int) (*worktreeReport, error) {
+func benchWorktrees(ctx context.Context, files, n int, sizes []int, rounds int) (*worktreeReport, error) {
 	if files < 1 || n < 1 {
 		return nil, fmt.Errorf("--repo-files and --worktrees must be at least 1")
 	}
@@ -97,22 +193,34 @@ func benchWorktrees(ctx context.Context, files, n int) (*worktreeReport, error) 
 	if err := repo.Ready(ctx); err != nil {
 		return nil, err
 	}
-	pool := worktree.NewPool(repo, "bench", 0)
+	// A fixed size: the bursts below measure how the pool grows.
+	pool := worktree.NewPoolMax(repo, "bench", 0, worktree.DefaultPoolSize)
 	defer pool.Close()
 	rep.PoolSize = pool.Size()
-	var spawns, spawnCPU, cold, coldCPU []float64
-	var wts, coldWts []worktree.Worktree
-	place := func(name string, take bool) (worktree.Worktree, float64, float64, error) {
+	var spawns, spawnCPU, colds, coldCPU []float64
+	var wts, coldWts, seqWts []worktree.Worktree
+	const (
+		cold = iota
+		sequential
+		beside
+	)
+	place := func(name string, how int) (worktree.Worktree, float64, float64, error) {
 		t0, c0 := time.Now(), childCPU()
-		head, err := repo.ReadyHead(ctx)
-		if err != nil {
-			return worktree.Worktree{}, 0, 0, err
-		}
 		var wt worktree.Worktree
-		if take {
-			wt, err = pool.Take(ctx, name, head)
-		} else {
-			wt, err = repo.Add(ctx, "bench", name)
+		var err error
+		switch how {
+		case beside:
+			// As a spawn does: the base's check beside the take.
+			wt, err = pool.TakeReady(ctx, name)
+		case sequential:
+			var head string
+			if head, err = repo.ReadyHead(ctx); err == nil {
+				wt, err = pool.Take(ctx, name, head)
+			}
+		default:
+			if _, err = repo.ReadyHead(ctx); err == nil {
+				wt, err = repo.Add(ctx, "bench", name)
+			}
 		}
 		if err != nil {
 			return wt, 0, 0, err
@@ -125,21 +233,30 @@ func benchWorktrees(ctx context.Context, files, n int) (*worktreeReport, error) 
 		ws.Close()
 		return wt, d, c, nil
 	}
+	var seqSpawns, seqCPU []float64
 	for i := range n {
-		wt, d, c, err := place(fmt.Sprintf("c%d", i), false)
+		wt, d, c, err := place(fmt.Sprintf("c%d", i), cold)
 		if err != nil {
 			return nil, err
 		}
-		cold, coldCPU, coldWts = append(cold, d), append(coldCPU, c), append(coldWts, wt)
+		colds, coldCPU, coldWts = append(colds, d), append(coldCPU, c), append(coldWts, wt)
 		// A spawn meets a full pool when spawns are a model turn apart;
 		// making spares is timed by the pool.
 		if err := pool.Wait(ctx, pool.Size()); err != nil {
 			return nil, err
 		}
-		if wt, d, c, err = place(fmt.Sprintf("p%d", i), true); err != nil {
+		if wt, d, c, err = place(fmt.Sprintf("p%d", i), beside); err != nil {
 			return nil, err
 		}
 		spawns, spawnCPU, wts = append(spawns, d), append(spawnCPU, c), append(wts, wt)
+		if err := pool.Wait(ctx, pool.Size()); err != nil {
+			return nil, err
+		}
+		// The check before the take, as spawns were placed before.
+		if wt, d, c, err = place(fmt.Sprintf("q%d", i), sequential); err != nil {
+			return nil, err
+		}
+		seqSpawns, seqCPU, seqWts = append(seqSpawns, d), append(seqCPU, c), append(seqWts, wt)
 	}
 	var commits, merges, coldCommits, coldMerges []float64
 	start := time.Now()
@@ -165,13 +282,14 @@ func benchWorktrees(ctx context.Context, files, n int) (*worktreeReport, error) 
 	if d := time.Since(start); d > 0 {
 		rep.MergesPerSec = float64(2*n) / d.Seconds()
 	}
-	for _, wt := range append(wts, coldWts...) {
+	for _, wt := range append(append(wts, coldWts...), seqWts...) {
 		if err := repo.Remove(ctx, wt, false); err != nil {
 			return nil, err
 		}
 	}
 	rep.SpawnMSP50, rep.SpawnMSMax, rep.SpawnCPUMSP50 = median(spawns), slices.Max(spawns), median(spawnCPU)
-	rep.ColdSpawnMSP50, rep.ColdSpawnMSMax, rep.ColdSpawnCPUMSP50 = median(cold), slices.Max(cold), median(coldCPU)
+	rep.ColdSpawnMSP50, rep.ColdSpawnMSMax, rep.ColdSpawnCPUMSP50 = median(colds), slices.Max(colds), median(coldCPU)
+	rep.SeqSpawnMSP50, rep.SeqSpawnCPUMSP50 = median(seqSpawns), median(seqCPU)
 	var made []float64
 	for _, d := range pool.Made() {
 		made = append(made, ms(d))
@@ -181,6 +299,15 @@ func benchWorktrees(ctx context.Context, files, n int) (*worktreeReport, error) 
 	}
 	rep.CommitMSP50, rep.MergeMSP50 = median(commits), median(merges)
 	rep.ColdCommitMSP50, rep.ColdMergeMSP50 = median(coldCommits), median(coldMerges)
+	if err := pool.Close(); err != nil {
+		return nil, err
+	}
+	if len(sizes) > 0 && rounds > 0 {
+		rep.BurstRounds = rounds
+		if rep.Bursts, err = benchBursts(ctx, repo, base, sizes, rounds); err != nil {
+			return nil, err
+		}
+	}
 	return rep, nil
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/troupe-dev/troupe/internal/racetest"
 	"net"
 	"os"
 	"regexp"
@@ -19,6 +20,7 @@ import (
 // TestMain lets testscript run `troupe` as a command inside scripts: the test
 // binary re-executes itself as the real CLI, in its own process.
 func TestMain(m *testing.M) {
+	racetest.QuickExit()
 	if os.Getenv(asCLI) == "1" {
 		os.Exit(Run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}

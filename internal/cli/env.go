@@ -35,7 +35,7 @@ func (f *teamFlags) add(fs interface {
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "an idle teammate exits after this long with nothing to do (0: stays until shut down)")
 	fs.StringVar(&f.teammateModel, "teammate-model", "", "the teammates' default model (default: the lead's)")
 	fs.StringVar(&f.isolation, "isolation", "", "where teammates work: shared (the lead's checkout) or worktree (each in its own git worktree and branch, merged back per task; settings: team.isolation)")
-	fs.StringVar(&f.remote, "remote", "", "the git remote teammates on other machines clone (troupe agent --join), recorded in the team's roster; default with a shared store (--store nats://…): the checkout's origin")
+	fs.StringVar(&f.remote, "remote", "", "the git remote teammates on other machines clone (troupe agent --join), recorded in the team's roster (overrides the settings' team.remote); default with a shared store (--store nats://…): the checkout's origin")
 	fs.StringVar(&f.mergeMode, "merge-mode", "", "how a worktree teammate's branch is merged: ff (fast-forward when possible) or merge (always a merge commit; settings: team.mergeMode)")
 }
 

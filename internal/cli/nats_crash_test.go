@@ -12,12 +12,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/team"
 )
 
 // relayScript is a team of two teammate processes working four tasks off
@@ -92,25 +96,53 @@ func (h *hubProc) stop() {
 	_ = h.cmd.Wait()
 }
 
+// watchRelay waits for the lead to create team relay in st and starts
+// reading its journal; out is the lead's output, shown when it never does.
+func watchRelay(ctx context.Context, t *testing.T, st store.Store, out *bytes.Buffer) (store.Team, *journalWaiter) {
+	t.Helper()
+	var tm store.Team
+	var err error
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) { // the store has no team-created event
+		if tm, err = st.Team(ctx, "relay"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("team relay never created: %v\n%s", err, out.String())
+		}
+	}
+	ch, err := tm.Journal().Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm, &journalWaiter{j: tm.Journal(), ch: ch}
+}
+
 // journalWaiter reads a team's journal through the store as it grows.
 type journalWaiter struct {
 	j      store.Journal
 	ch     <-chan struct{}
 	cursor store.Cursor
 	seen   []store.Event
+	queued []store.Event // read but not yet looked at by until
 }
 
 // until waits for an event after the ones already seen that ok accepts.
 func (w *journalWaiter) until(ctx context.Context, ok func(store.Event) bool) (store.Event, error) {
 	for {
+		for len(w.queued) > 0 {
+			e := w.queued[0]
+			w.queued = w.queued[1:]
+			w.seen = append(w.seen, e)
+			if ok(e) {
+				return e, nil
+			}
+		}
 		evs, c, err := w.j.ReadAfter(ctx, w.cursor)
 		if err == nil {
 			w.cursor = c
-			for _, e := range evs {
-				w.seen = append(w.seen, e)
-				if ok(e) {
-					return e, nil
-				}
+			w.queued = evs
+			if len(evs) > 0 {
+				continue
 			}
 		}
 		select {
@@ -138,15 +170,17 @@ func TestNatsKillAndResume(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		killLead bool // the lead dies with the hub: a resume finishes the run
+		atEnd    bool // the hub dies at the team's last completion
 	}{
-		{"hub", false},
-		{"hub-and-lead", true},
+		{"hub", false, false},
+		{"hub-and-lead", true, false},
+		{"hub-at-end", false, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) { natsKillAndResume(t, tc.killLead) })
+		t.Run(tc.name, func(t *testing.T) { natsKillAndResume(t, tc.killLead, tc.atEnd) })
 	}
 }
 
-func natsKillAndResume(t *testing.T, killLead bool) {
+func natsKillAndResume(t *testing.T, killLead, atEnd bool) {
 	var tasks string
 	for i := 1; i <= 4; i++ {
 		tasks += fmt.Sprintf(relayTask, i)
@@ -195,20 +229,7 @@ func natsKillAndResume(t *testing.T, killLead bool) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var tm store.Team
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if tm, err = st.Team(ctx, "relay"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("team relay never created: %v\n%s", err, leadOut.String())
-		}
-	}
-	ch, err := tm.Journal().Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jw := &journalWaiter{j: tm.Journal(), ch: ch}
+	tm, jw := watchRelay(ctx, t, st, &leadOut)
 
 	// 1. A teammate process dies at its first claim.
 	claim, err := jw.until(ctx, func(e store.Event) bool { return e.Type == "claim" })
@@ -233,7 +254,24 @@ func natsKillAndResume(t *testing.T, killLead bool) {
 	// 2. The hub dies at the first completion after that kill, while tasks
 	// are still open (mid-run: waiting for the restart first could let
 	// the whole board finish), and starts again on its data directory.
-	done, err := jw.until(ctx, func(e store.Event) bool { return e.Type == "complete" })
+	completions := 0
+	wantCompletions := 1
+	if atEnd {
+		// The team's last completion: the lead has only to see it, end
+		// its teammates and stop, all through a hub that is gone.
+		wantCompletions = 4
+		for _, e := range jw.seen {
+			if e.Type == "complete" {
+				completions++
+			}
+		}
+	}
+	done, err := jw.until(ctx, func(e store.Event) bool {
+		if e.Type == "complete" {
+			completions++
+		}
+		return completions >= wantCompletions
+	})
 	if err != nil {
 		t.Fatalf("no task completed: %v\n%s", err, leadOut.String())
 	}
@@ -391,6 +429,228 @@ func dumpTeam(t *testing.T, tm store.Team) {
 	if r, err := tm.ReadRoster(ctx); err == nil {
 		for _, m := range r.Members {
 			t.Logf("member %s %s pid %d heartbeat %s", m.Name, m.Status, m.PID, m.HeartbeatAt.Format("15:04:05.000"))
+		}
+	}
+}
+
+// remoteRelayScript is relayScript's team spawned onto other machines:
+// two `troupe agent --join --wait` processes in pool "p".
+const remoteRelayScript = `
+rules:
+  - agent: team-lead
+    contains: "Team up"
+    reply:
+      - tool_use: {name: TeamCreate, input: {team_name: relay}}
+      - tool_use: {name: TaskCreate, input: {subject: "Part one"}}
+      - tool_use: {name: TaskCreate, input: {subject: "Part two"}}
+      - tool_use: {name: TaskCreate, input: {subject: "Part three"}}
+      - tool_use: {name: TaskCreate, input: {subject: "Part four"}}
+      - tool_use: {name: Task, input: {team_name: relay, name: alice, description: writer, prompt: "Take tasks from the board.", isolation: remote, pool: p}}
+      - tool_use: {name: Task, input: {team_name: relay, name: bob, description: writer, prompt: "Take tasks from the board.", isolation: remote, pool: p}}
+  - agent: team-lead
+    times: 0
+    reply: [{text: "Done."}]
+%s
+  - times: 0
+    reply: [{text: "Waiting for work."}]
+`
+
+// TestNatsRemoteMemberKillAndRestart kills with SIGKILL a teammate on
+// another machine (a `troupe agent --join` process in its own clone) at its
+// first claim, and starts it again by hand under the same name with a copy
+// of the team's key, as a person on that machine would: its task is
+// completed, every branch is merged, and the store shows 0 lost, 0
+// duplicated, 0 double claims.
+func TestNatsRemoteMemberKillAndRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts real processes; not run with -short")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	var tasks string
+	for i := 1; i <= 4; i++ {
+		tasks += fmt.Sprintf(relayTask, i)
+	}
+	script, err := fakeapi.ParseScript([]byte(fmt.Sprintf(remoteRelayScript, tasks)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := fakeapi.New(script, fakeapi.Options{Latency: 150 * time.Millisecond})
+	apiURL, err := api.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+
+	root := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	src, remote, ws := filepath.Join(root, "src"), filepath.Join(root, "remote.git"), filepath.Join(root, "ws")
+	git("init", "-q", "-b", "main", src)
+	if err := os.WriteFile(filepath.Join(src, "README.md"), []byte("# relay\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("-C", src, "add", "-A")
+	git("-C", src, "commit", "-q", "-m", "start")
+	git("clone", "-q", "--bare", src, remote)
+	git("clone", "-q", remote, ws)
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	hub := &hubProc{t: t, port: port, dir: filepath.Join(root, "hub"), tok: "remote-kill-token-0123456789"}
+	hub.start()
+	defer hub.stop()
+	storeURL := "nats://127.0.0.1:" + port
+	env := []string{"ANTHROPIC_BASE_URL=" + apiURL, "ANTHROPIC_API_KEY=sk-fake", "NATS_TOKEN=" + hub.tok,
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"}
+
+	// Two machines wait in pool p, each with its own workspace.
+	type machine struct {
+		dir  string
+		cmd  *exec.Cmd
+		out  bytes.Buffer
+		done chan error
+	}
+	machines := map[string]*machine{}
+	startAgent := func(name string, args ...string) {
+		m := machines[name]
+		if m == nil {
+			m = &machine{dir: filepath.Join(root, "m-"+name)}
+			machines[name] = m
+		}
+		m.out.Reset()
+		m.cmd = troupeCmd(t, append([]string{"agent", "--join", storeURL, "--workspace", m.dir}, args...)...)
+		m.cmd.Env = append(m.cmd.Env, env...)
+		m.cmd.Stdout, m.cmd.Stderr = &m.out, &m.out
+		if err := m.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		m.done = make(chan error, 1)
+		go func(c *exec.Cmd, done chan error) { done <- c.Wait() }(m.cmd, m.done)
+	}
+	defer func() {
+		for _, m := range machines {
+			_ = m.cmd.Process.Kill()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	st, err := store.Open(ctx, storeURL+"?token="+hub.tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, name := range []string{"alice", "bob"} {
+		startAgent(name, "--wait", "--pool", "p", "--name", name)
+	}
+	// Both wait before the lead spawns into the pool: the pool's roster
+	// lists them.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if pt, err := st.Team(ctx, "pool-p"); err == nil {
+			if r, err := pt.ReadRoster(ctx); err == nil && len(r.Members) >= 2 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agents never waited in pool p:\n%s\n%s", machines["alice"].out.String(), machines["bob"].out.String())
+		}
+	}
+
+	lead := troupeCmd(t, "-p", "Team up", "--workspace", ws, "--dangerously-skip-permissions", "--store", storeURL)
+	lead.Env = append(lead.Env, env...)
+	var leadOut bytes.Buffer
+	lead.Stdout, lead.Stderr = &leadOut, &leadOut
+	if err := lead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	leadDone := make(chan error, 1)
+	go func() { leadDone <- lead.Wait() }()
+	defer func() { _ = lead.Process.Kill() }()
+
+	tm, jw := watchRelay(ctx, t, st, &leadOut)
+	claim, err := jw.until(ctx, func(e store.Event) bool { return e.Type == "claim" })
+	if err != nil {
+		t.Fatalf("no claim: %v\n%s", err, leadOut.String())
+	}
+	victim := fmt.Sprint(claim.Fields["owner"])
+	m := machines[victim]
+	if m == nil {
+		t.Fatalf("task %v claimed by %q, not by a machine's agent", claim.Fields["task"], victim)
+	}
+	t.Logf("kill -9 %s (pid %d) at its claim of task %v", victim, m.cmd.Process.Pid, claim.Fields["task"])
+	if err := m.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-m.done
+
+	// The person on that machine starts it again, with a copy of the
+	// team's key (the lead's, in the shared test state directory).
+	keys, err := filepath.Glob(filepath.Join(stateHome(t), "troupe", "keys", "*.key"))
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("want the lead's one team key, found %v (%v)", keys, err)
+	}
+	keyCopy := filepath.Join(root, "relay.key")
+	b, err := os.ReadFile(keys[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyCopy, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startAgent(victim, "--team", "relay", "--name", victim, "--key-file", keyCopy)
+
+	var leadErr error
+	select {
+	case leadErr = <-leadDone:
+	case <-ctx.Done():
+		dumpTeam(t, tm)
+		t.Fatalf("the lead did not end after %s restarted\n%s\n%s:\n%s", victim, leadOut.String(), victim, m.out.String())
+	}
+	if leadErr != nil {
+		dumpTeam(t, tm)
+		t.Fatalf("lead: %v\n%s", leadErr, leadOut.String())
+	}
+	t.Logf("lead ended")
+	// The machines' agents are stopped as a person would (join_remote.txtar
+	// does the same).
+	for name, m := range machines {
+		_ = m.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-m.done:
+		case <-ctx.Done():
+			t.Fatalf("agent %s still runs after SIGINT\n%s", name, m.out.String())
+		}
+	}
+	if !strings.Contains(m.out.String(), victim+" of team relay works in "+m.dir) {
+		t.Errorf("%s did not come back in its clone %s:\n%s", victim, m.dir, m.out.String())
+	}
+	auditStore(ctx, t, tm, []string{"1", "2", "3", "4"})
+	board, err := tm.Tasks().Board(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var merges []string
+	for _, r := range team.MergeQueue(board) {
+		merges = append(merges, r.Task+" "+r.Status)
+	}
+	slices.Sort(merges)
+	if diff := cmp.Diff([]string{"1 merged", "2 merged", "3 merged", "4 merged"}, merges); diff != "" {
+		t.Errorf("merge queue (-want +got):\n%s", diff)
+	}
+	for i := 1; i <= 4; i++ {
+		if _, err := os.Stat(filepath.Join(ws, fmt.Sprintf("part%d.md", i))); err != nil {
+			t.Errorf("the lead's checkout lacks part%d.md: %v", i, err)
 		}
 	}
 }

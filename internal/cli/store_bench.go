@@ -369,8 +369,10 @@ func runStoreBench(ctx context.Context, p storeBenchParams) (*storeReport, error
 	recvCtx, stopRecv := context.WithCancel(ctx)
 	defer stopRecv()
 	var sendErr error
+	sent := make(chan struct{}) // closed once sendErr is set
 	go func() {
 		sendErr = <-sendersDone
+		close(sent)
 		stopRecv()
 	}()
 	seen := map[string]bool{}
@@ -396,8 +398,9 @@ func runStoreBench(ctx context.Context, p storeBenchParams) (*storeReport, error
 		}
 	}
 	elapsed := time.Since(began)
-	stopRecv()
-	<-recvCtx.Done()
+	// The senders' exit, not the end of receiving, orders the read of
+	// sendErr after its write.
+	<-sent
 	if sendErr != nil {
 		return nil, fmt.Errorf("sender: %w", sendErr)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/troupe-dev/troupe/internal/racetest"
 	"os"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 const helperEnv = "TROUPE_TEST_MCP_SERVER"
 
 func TestMain(m *testing.M) {
+	racetest.QuickExit()
 	if kind := os.Getenv(helperEnv); kind != "" {
 		os.Exit(serveHelper(kind))
 	}

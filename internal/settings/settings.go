@@ -169,6 +169,12 @@ type Settings struct {
 	// Store is "store", the URL of the team store (unset: the file store
 	// in the state directory).
 	Store Value `json:"store"`
+	// Remote is team.remote, the git remote teammates on other machines
+	// clone (as --remote), and RemoteBase team.remoteBase, the branch
+	// they start from and the lead merges into (unset: the checkout's
+	// origin and current branch).
+	Remote     Value `json:"remote"`
+	RemoteBase Value `json:"remote_base"`
 
 	GuardWords []Word `json:"guard_words"`
 	// GuardExempt are workspace-relative globs of files the guard leaves
@@ -337,6 +343,8 @@ type rawTeam struct {
 	Isolation      string `json:"isolation"`
 	MergeMode      string `json:"mergeMode"`
 	Leases         string `json:"leases"`
+	Remote         string `json:"remote"`
+	RemoteBase     string `json:"remoteBase"`
 
 	MaxCoordinationShare *float64 `json:"maxCoordinationShare"`
 }
@@ -508,6 +516,8 @@ func Merge(files ...*File) *Settings {
 			setValue(&s.Isolation, t.Isolation, src)
 			setValue(&s.MergeMode, t.MergeMode, src)
 			setValue(&s.Leases, t.Leases, src)
+			setValue(&s.Remote, t.Remote, src)
+			setValue(&s.RemoteBase, t.RemoteBase, src)
 			if t.MaxCoordinationShare != nil {
 				setValue(&s.MaxCoordinationShare, strconv.FormatFloat(*t.MaxCoordinationShare, 'g', -1, 64), src)
 			}

@@ -41,7 +41,7 @@ func TestLoadMergesWithSources(t *testing.T) {
     "PreToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "lint.sh", "timeout": 0.5}]}]
   },
   "permissions": {"allow": ["Bash(git status:*)"], "defaultMode": "default"},
-  "team": {"defaultPattern": "small-team", "maxCoordinationShare": 0.4, "leases": "warn"},
+  "team": {"defaultPattern": "small-team", "maxCoordinationShare": 0.4, "leases": "warn", "remote": "git@host:team/app.git", "remoteBase": "main"},
   "artifactGuard": {"words": ["Alice", " "], "exempt": ["docs/team/**"]}
 }`)
 	s, err := Load(Options{Workspace: ws, UserFile: user, Home: t.TempDir(), NoManaged: true})
@@ -65,6 +65,8 @@ func TestLoadMergesWithSources(t *testing.T) {
 
 		MaxCoordinationShare: Value{"0.4", p},
 		Leases:               Value{"warn", p},
+		Remote:               Value{"git@host:team/app.git", p},
+		RemoteBase:           Value{"main", p},
 		GuardWords:           []Word{{"Alice", p}},
 		GuardExempt:          []Rule{{"docs/team/**", p}},
 		Env:                  map[string]string{"FOO": "1"},

@@ -3,6 +3,7 @@ package shell
 import (
 	"context"
 	"fmt"
+	"github.com/troupe-dev/troupe/internal/racetest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	racetest.QuickExit()
 	if os.Getenv(helperEnv) != "" {
 		runHelper()
 		return

@@ -239,6 +239,15 @@ func (r *Runner) Name(typ string) string {
 // it could not run or its model calls failed; the report may then hold what
 // it wrote before.
 func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
+	return r.RunFor(ctx, nil, args)
+}
+
+// RunFor is Run for a parent whose tool environment is parent: the
+// subagent's writes pass the parent's write checks (CheckWrite,
+// CheckCommand: the file leases others hold), so that a subagent can do
+// nothing to the workspace its parent would be refused. A nil parent
+// checks nothing.
+func (r *Runner) RunFor(ctx context.Context, parent *tool.Env, args tool.TaskArgs) (string, error) {
 	spec, err := r.lookup(args.SubagentType)
 	if err != nil {
 		return "", err
@@ -294,7 +303,7 @@ func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
 		Model:      spec.model,
 		System:     prompt.String(),
 		Tools:      tools,
-		Env:        &tool.Env{Workspace: r.Workspace, Agent: name, Hidden: r.Hidden, ShellEnv: r.ShellEnv, Sandbox: r.Sandbox},
+		Env:        r.env(name, parent),
 		MaxTurns:   iterations,
 		MaxTokens:  r.MaxTokens,
 		Gate:       r.Gate,
@@ -343,6 +352,17 @@ func (r *Runner) Run(ctx context.Context, args tool.TaskArgs) (string, error) {
 		return fmt.Sprintf("[%s ended without a report.]", name), nil
 	}
 	return text, nil
+}
+
+// env is the tool environment of subagent name under parent's checks.
+func (r *Runner) env(name string, parent *tool.Env) *tool.Env {
+	e := &tool.Env{Workspace: r.Workspace, Agent: name, Hidden: r.Hidden, ShellEnv: r.ShellEnv, Sandbox: r.Sandbox}
+	if parent != nil {
+		// The checks judge the parent's name (whose leases are its
+		// own): a subagent writes on its parent's behalf.
+		e.CheckWrite, e.CheckCommand = parent.CheckWrite, parent.CheckCommand
+	}
+	return e
 }
 
 // Tools returns the tools a subagent of type typ is given, in the order the
@@ -394,7 +414,7 @@ func Handler(r *Runner) func(ctx context.Context, env *tool.Env, args tool.TaskA
 			desc = typ + " subagent"
 		}
 		if !args.RunInBackground {
-			report, err := r.Run(ctx, args)
+			report, err := r.RunFor(ctx, env, args)
 			if err != nil {
 				if report != "" {
 					return tool.Errorf("Task: %v\nIts last words:\n%s", err, report)
@@ -407,7 +427,7 @@ func Handler(r *Runner) func(ctx context.Context, env *tool.Env, args tool.TaskA
 			return tool.Errorf("run_in_background is not available to this agent; run the subagent in the foreground")
 		}
 		id := env.Jobs.Start(JobKind, desc, func(ctx context.Context, out io.Writer) error {
-			report, err := r.Run(ctx, args)
+			report, err := r.RunFor(ctx, env, args)
 			if report != "" {
 				_, _ = io.WriteString(out, report)
 			}

@@ -70,9 +70,9 @@ type leaser struct {
 	// sandboxed: bash commands run in bubblewrap, where what others
 	// lease can be bound read-only.
 	sandboxed bool
-	// told remembers the holders already messaged about a path in warn
-	// mode (task id and path), so a writer's every edit does not message
-	// again.
+	// told remembers the holders already messaged about a path (task id
+	// and path; refusals apart from warnings), so a writer's every try
+	// does not message again.
 	told sync.Map
 }
 
@@ -176,6 +176,22 @@ func (l *leaser) warn(ctx context.Context, t store.Team, h heldBy, rel, how stri
 		rel, h.task.Owner, h.task.ID, h.task.Subject, h.glob, h.task.Owner, h.task.Owner)
 }
 
+// refuse tells the holder (once per path and task, for this writer) that
+// self's write to rel was refused, so the two can agree who changes it,
+// and returns the writer's error.
+func (l *leaser) refuse(ctx context.Context, t store.Team, h heldBy, rel, how string) error {
+	if _, dup := l.told.LoadOrStore("refused\x00"+h.task.ID+"\x00"+rel, true); !dup {
+		msg := store.Message{Type: store.TypeMessage, From: l.self, To: h.task.Owner, TaskID: h.task.ID,
+			Summary: "lease refusal: " + rel,
+			Content: fmt.Sprintf("troupe: %s tried to %s %s, which your task #%s (%s) holds a lease on by the glob %q; the write was refused. If %s needs the change, agree with them who makes it.",
+				l.self, how, rel, h.task.ID, h.task.Subject, h.glob, l.self)}
+		if sent, err := t.Mailbox().Send(context.WithoutCancel(ctx), msg); err == nil {
+			l.em.emit(ctx, t, teamevent.Sent(sent))
+		}
+	}
+	return errors.New(h.refusal(rel))
+}
+
 // checkWrite is tool.Env.CheckWrite: write_file and edit_file.
 func (l *leaser) checkWrite(ctx context.Context, rel string) error {
 	t, b, ok := l.board(ctx)
@@ -186,7 +202,7 @@ func (l *leaser) checkWrite(ctx context.Context, rel string) error {
 		if l.mode == LeaseWarn {
 			return &tool.Warning{Note: l.warn(ctx, t, h, rel, "wrote")}
 		}
-		return fmt.Errorf("%s", h.refusal(rel))
+		return l.refuse(ctx, t, h, rel, "write")
 	}
 	l.infer(ctx, t, b, []string{rel})
 	return nil
@@ -216,9 +232,9 @@ func (l *leaser) checkCommand(ctx context.Context, command, dir string) (tool.Co
 		case held && l.mode == LeaseWarn:
 			notes = append(notes, l.warn(ctx, t, h, rel, "ran a command that writes"))
 		case held && w.Removes:
-			return chk, fmt.Errorf("%s (the command removes it)", h.refusal(rel))
+			return chk, fmt.Errorf("%w (the command removes it)", l.refuse(ctx, t, h, rel, "remove"))
 		case held:
-			return chk, fmt.Errorf("%s (the command writes it)", h.refusal(rel))
+			return chk, fmt.Errorf("%w (the command writes it)", l.refuse(ctx, t, h, rel, "write"))
 		case !w.Removes && !strings.ContainsAny(rel, "*?[{") && rel != ".":
 			own = append(own, rel)
 		}

@@ -311,3 +311,43 @@ func TestLeaseSandbox(t *testing.T) {
 		t.Errorf("b.go = %q: the sandbox kept bob from his own files", got)
 	}
 }
+
+// TestLeaseRefusalTellsHolder: a refused write tells the holder once per
+// path and task, whichever tool tried it; a write elsewhere tells nothing.
+func TestLeaseRefusalTellsHolder(t *testing.T) {
+	f := newLeaseFixture(t)
+	bob := f.env("bob", LeaseRefuse, nil)
+	for _, c := range []struct {
+		tool  string
+		input map[string]any
+	}{
+		{"write_file", map[string]any{"path": "src/api/a.go", "content": "bob\n"}},
+		{"edit_file", map[string]any{"path": "src/api/a.go", "old_string": "api", "new_string": "bob"}},
+		{"bash", map[string]any{"command": "echo bob > src/api/a.go"}},
+		{"bash", map[string]any{"command": "rm src/api/a.go"}},
+		{"bash", map[string]any{"command": "echo bob > src/api/c.go"}},
+		{"write_file", map[string]any{"path": "b.go", "content": "bob\n"}},
+	} {
+		if res := f.call(bob, c.tool, c.input); c.input["path"] != "b.go" && !res.IsError {
+			t.Errorf("%s %v ran: %s", c.tool, c.input, res.Content)
+		}
+	}
+	msgs, err := f.tm.Mailbox().Peek(context.Background(), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range msgs {
+		got = append(got, m.From+": "+m.Summary)
+	}
+	want := []string{"bob: lease refusal: src/api/a.go", "bob: lease refusal: src/api/c.go"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("alice's inbox (-want +got):\n%s", diff)
+	}
+	if len(msgs) == 0 || msgs[0].TaskID != "1" || !strings.Contains(msgs[0].Content, "bob tried to write src/api/a.go, which your task #1 (API) holds a lease on") {
+		t.Errorf("alice's first notice = %+v; want it to name bob, the path and task #1", msgs)
+	}
+	if bobs, err := f.tm.Mailbox().Peek(context.Background(), "bob"); err != nil || len(bobs) != 0 {
+		t.Errorf("bob was sent %v (%v)", bobs, err)
+	}
+}

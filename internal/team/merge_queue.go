@@ -161,16 +161,34 @@ func (s *Session) mergeTask(ctx context.Context, t store.Team, rec MergeRecord) 
 		return fail(err)
 	}
 	m, ok := r.Member(rec.Owner)
-	if !ok || m.Worktree == "" {
-		return fail(fmt.Errorf("%s has no worktree on the roster", rec.Owner))
-	}
-	top, ok := worktree.BaseOf(m.Worktree, t.Name(), m.Name)
 	if !ok {
-		return fail(fmt.Errorf("%s's worktree %s is not under a checkout's %s", m.Name, m.Worktree, worktree.Dir))
+		return fail(fmt.Errorf("%s is not on the roster", rec.Owner))
 	}
-	repo, err := openRepo(ctx, top)
-	if err != nil {
-		return fail(err)
+	// A remote teammate's branch is fetched from the team's remote into
+	// the lead's checkout; a worktree's is in the checkout already.
+	remote := rec.Pushed != "" || m.Placement == PlacementRemote
+	var repo *worktree.Repo
+	if remote {
+		if repo, err = s.fetchPushed(ctx, &r, rec); err != nil {
+			return fail(err)
+		}
+		if repo.IsMerged(ctx, rec.Branch) {
+			rec.Status, rec.Done = MergeNoChanges, time.Now().UTC()
+			recordMerge(ctx, t, id, rec)
+			journal()
+			return fmt.Sprintf("#%s had no changes to merge", id)
+		}
+	} else {
+		if m.Worktree == "" {
+			return fail(fmt.Errorf("%s has no worktree on the roster", rec.Owner))
+		}
+		top, ok := worktree.BaseOf(m.Worktree, t.Name(), m.Name)
+		if !ok {
+			return fail(fmt.Errorf("%s's worktree %s is not under a checkout's %s", m.Name, m.Worktree, worktree.Dir))
+		}
+		if repo, err = openRepo(ctx, top); err != nil {
+			return fail(err)
+		}
 	}
 	mode, _ := worktree.ParseMode(m.MergeMode)
 	merged, err := repo.Merge(ctx, rec.Branch, fmt.Sprintf("Merge %s: %s", rec.Branch, subject), mode)
@@ -181,11 +199,16 @@ func (s *Session) mergeTask(ctx context.Context, t store.Team, rec MergeRecord) 
 	switch {
 	case errors.Is(err, worktree.ErrConflict):
 		rec.Status, rec.Files, rec.Done = MergeConflict, merged.Conflicts, time.Now().UTC()
+		text := conflictText(id, subject, rec.Branch, base, merged.Conflicts)
+		if remote {
+			// The owner's clone sees the base as the lead last pushed it.
+			text = remoteConflictText(id, subject, rec.Branch, worktree.Remote+"/"+base, merged.Conflicts)
+		}
 		// The owner's message goes first: an idle owner that saw its task
 		// in progress again before it would be reminded of it, and redo it
 		// without knowing why.
 		_, _ = s.sendAs(ctx, t, store.Message{Type: store.TypeMessage, From: store.LeadName, To: m.Name, TaskID: id,
-			Summary: "merge conflict on task #" + id, Content: conflictText(id, subject, rec.Branch, base, merged.Conflicts)})
+			Summary: "merge conflict on task #" + id, Content: text})
 		// Back to its owner, in the same update as the record: in progress
 		// again, so the team is not done until it is resolved and
 		// completed again.
@@ -204,6 +227,13 @@ func (s *Session) mergeTask(ctx context.Context, t store.Team, rec MergeRecord) 
 		return fail(fmt.Errorf("merging %s into %s: %w", rec.Branch, base, err))
 	}
 	rec.Status, rec.How, rec.Commit, rec.Done = MergeMerged, merged.How, merged.Commit, time.Now().UTC()
+	if remote && base != "" {
+		// The base goes back to the remote: the other machines start
+		// from it, and a conflict's owner merges it.
+		if err := repo.Push(ctx, r.Remote, base); err != nil {
+			rec.Error = fmt.Sprintf("merged, but pushing %s to %s failed: %v", base, r.Remote, err)
+		}
+	}
 	recordMerge(ctx, t, id, rec)
 	journal()
 	return fmt.Sprintf("#%s merged into %s (%s)", id, base, merged.How)
@@ -391,6 +421,14 @@ func conflictText(id, subject, branch, base string, cs []worktree.Conflict) stri
 	}
 	fmt.Fprintf(&b, "\nIn your worktree, run `git merge %s`, resolve the conflicts (keep both changes where they both matter), then mark task #%s completed again: the runtime commits and merges it.", base, id)
 	return b.String()
+}
+
+// remoteConflictText is conflictText for a teammate in its own clone of
+// the team's remote: it fetches the base the lead pushed before merging it.
+func remoteConflictText(id, subject, branch, base string, cs []worktree.Conflict) string {
+	text := conflictText(id, subject, branch, base, cs)
+	return strings.Replace(text, fmt.Sprintf("In your worktree, run `git merge %s`", base),
+		fmt.Sprintf("In your clone, run `git fetch %s` and `git merge %s`", worktree.Remote, base), 1)
 }
 
 func clip(s string) string {

@@ -151,10 +151,12 @@ rules:
 }
 
 // TestRemoteConflictGoesBackToOwner: two teammates on other machines
-// (goroutines here, each in its own clone) change the same line. alice's
-// pushed branch merges; bob's conflicts: his completion is refused with the
-// file and the hunk, the lead hears of it, and once bob merged the base in
-// his clone and completed again, the lead's checkout has his resolution.
+// (goroutines here, each in its own clone) change the same line, and
+// complete at once, their branches pushed and queued. alice's merges; bob's
+// conflicts in the lead's merge queue: his task goes back in progress with
+// him, he is sent the file and the hunk, the lead hears of it, and once bob
+// fetched and merged the base in his clone and completed again, the lead's
+// checkout has his resolution.
 func TestRemoteConflictGoesBackToOwner(t *testing.T) {
 	remote := filepath.Join(t.TempDir(), "remote.git")
 	f := start(t, `
@@ -178,7 +180,7 @@ rules:
   - agent: bob
     contains: "is not completed: merging your branch"
     reply:
-      - tool_use: {name: bash, input: {command: "git merge origin/main || true"}}
+      - tool_use: {name: bash, input: {command: "git fetch origin && git merge origin/main || true"}}
       - tool_use: {name: write_file, input: {path: c.txt, content: "bob and alice\n"}}
       - tool_use: {name: TaskUpdate, input: {taskId: "2", status: completed}}
   - agent: bob
@@ -246,7 +248,7 @@ rules:
 	if got := readFile(t, filepath.Join(f.ws, "c.txt")); got != "bob and alice\n" {
 		t.Errorf("the lead's c.txt = %q; want bob's resolution", got)
 	}
-	if !f.leadSaw("did not merge: branch troupe/rt/bob conflicts with origin/main in c.txt") {
+	if !f.leadSaw("did not merge: branch troupe/rt/bob conflicts with main in c.txt. It is back in progress with bob") {
 		t.Error("the lead was not told of bob's conflict")
 	}
 	var saw bool
@@ -257,6 +259,12 @@ rules:
 	}
 	if !saw {
 		t.Errorf("bob was not shown the hunk; he saw:\n%s", strings.Join(f.requests("bob"), "\n"))
+	}
+	all := strings.Join(f.requests("bob"), "\n")
+	for _, want := range []string{"pushed and queued for merging", "In your clone, run `git fetch origin` and `git merge origin/main`"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("bob was not told %q; he saw:\n%s", want, all)
+		}
 	}
 	board, err := f.st.Team(context.Background(), "rt")
 	if err != nil {

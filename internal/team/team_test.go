@@ -3,6 +3,7 @@ package team_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/troupe-dev/troupe/internal/racetest"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	racetest.QuickExit()
 	if os.Getenv(agentEnv) != "" {
 		os.Exit(runAgentProcess())
 	}

@@ -3,6 +3,7 @@ package team
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -32,9 +33,12 @@ type Worktrees struct {
 	// merge commit).
 	MergeMode string
 	// Pool is how many spare worktrees are kept ready in the background
-	// for spawns (0: worktree.DefaultPoolSize; negative: none, every spawn
-	// runs `git worktree add`).
+	// for spawns at the least (0: worktree.DefaultPoolSize; negative: none,
+	// every spawn runs `git worktree add`).
 	Pool int
+	// PoolMax is how many the pool grows to after a burst of spawns larger
+	// than Pool (0: worktree.DefaultPoolMax).
+	PoolMax int
 }
 
 // ParseIsolation checks an isolation setting ("" is shared).
@@ -127,19 +131,25 @@ func placeInWorktree(ctx context.Context, base *tool.Workspace, teamName, name s
 		return worktree.Worktree{}, err
 	}
 	var wt worktree.Worktree
-	taken := false
-	if fresh {
-		head, err := repo.ReadyHead(ctx)
-		if err != nil {
-			return worktree.Worktree{}, err
-		}
-		if spares != nil {
-			if p := spares(repo, teamName); p != nil {
-				// A spare that cannot be used (a move refused) costs
-				// nothing but the slow path.
-				wt, err = p.Take(ctx, name, head)
-				taken = err == nil
+	taken, checked := false, false
+	if fresh && spares != nil {
+		if p := spares(repo, teamName); p != nil {
+			// The base's check runs beside the take; a base that cannot
+			// be branched refuses the spawn, a spare that cannot be used
+			// (a move refused) costs nothing but the slow path.
+			wt, err = p.TakeReady(ctx, name)
+			switch {
+			case err == nil:
+				taken = true
+			case !errors.Is(err, worktree.ErrPoolEmpty):
+				return wt, err
 			}
+			checked = true
+		}
+	}
+	if fresh && !checked {
+		if _, err := repo.ReadyHead(ctx); err != nil {
+			return worktree.Worktree{}, err
 		}
 	}
 	if !taken {
@@ -189,7 +199,7 @@ func (s *Session) spares(repo *worktree.Repo, team string) *worktree.Pool {
 		return p
 	}
 	old := s.wt.pool
-	p := worktree.NewPool(repo, team, s.cfg.Worktrees.Pool)
+	p := worktree.NewPoolMax(repo, team, s.cfg.Worktrees.Pool, s.cfg.Worktrees.PoolMax)
 	s.wt.pool, s.wt.poolTeam = p, team
 	s.wt.mu.Unlock()
 	if old != nil {

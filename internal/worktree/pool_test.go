@@ -217,3 +217,116 @@ func TestPoolSpareIndexNotRacy(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolTakeReady: a spawn from the pool checks the base beside the
+// take. A dirty base, or one mid-merge, refuses it and leaves no worktree
+// or branch behind; a clean one after HEAD moved gets the new HEAD.
+func TestPoolTakeReady(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := gitRepo(t, map[string]string{"a.txt": "one\n"})
+	r, err := worktree.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := worktree.NewPool(r, "t", 1)
+	defer p.Close()
+	for _, tc := range []struct {
+		name  string
+		dirty func()
+		clean func()
+		want  error
+	}{
+		{"unstaged change", func() { write(t, filepath.Join(dir, "a.txt"), "changed\n") },
+			func() { git(t, dir, "checkout", "--", "a.txt") }, worktree.ErrDirty},
+		{"staged change", func() { write(t, filepath.Join(dir, "a.txt"), "staged\n"); git(t, dir, "add", "a.txt") },
+			func() { git(t, dir, "reset", "--quiet", "--hard") }, worktree.ErrDirty},
+		{"mid-merge", func() { write(t, filepath.Join(dir, ".git", "MERGE_HEAD"), git(t, dir, "rev-parse", "HEAD")+"\n") },
+			func() { _ = os.Remove(filepath.Join(dir, ".git", "MERGE_HEAD")) }, worktree.ErrBusy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := p.Wait(ctx, 1); err != nil {
+				t.Fatalf("Wait: %v", err)
+			}
+			tc.dirty()
+			defer tc.clean()
+			_, err := p.TakeReady(ctx, "alice")
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("TakeReady = %v; want %v", err, tc.want)
+			}
+			if _, err := os.Stat(r.Path("t", "alice")); !os.IsNotExist(err) {
+				t.Errorf("alice's worktree is there after the refusal: %v", err)
+			}
+			if out := git(t, dir, "branch", "--list", "troupe/t/alice"); out != "" {
+				t.Errorf("alice's branch is there after the refusal: %q", out)
+			}
+		})
+	}
+	if err := p.Wait(ctx, 1); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	write(t, filepath.Join(dir, "b.txt"), "two\n")
+	git(t, dir, "add", "b.txt")
+	git(t, dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "more")
+	head := git(t, dir, "rev-parse", "HEAD")
+	wt, err := p.TakeReady(ctx, "alice")
+	if err != nil {
+		t.Fatalf("TakeReady: %v", err)
+	}
+	if got := git(t, wt.Path, "rev-parse", "HEAD"); got != head {
+		t.Errorf("alice's worktree is at %s; want the base's HEAD %s", got, head)
+	}
+	if got := git(t, wt.Path, "symbolic-ref", "--short", "HEAD"); got != "troupe/t/alice" {
+		t.Errorf("alice's worktree is on %q", got)
+	}
+	if st := git(t, wt.Path, "status", "--porcelain"); st != "" {
+		t.Errorf("alice's worktree is not clean: %q", st)
+	}
+}
+
+// TestPoolBurst: a burst of takes larger than the pool is served by the
+// spares being made (none falls back), and the pool then keeps as many
+// ready as the burst asked for, up to its max.
+func TestPoolBurst(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := gitRepo(t, map[string]string{"a.txt": "one\n"})
+	r, err := worktree.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := worktree.NewPoolMax(r, "t", 1, 3)
+	defer p.Close()
+	if err := p.Wait(ctx, 1); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	var names []string
+	for _, m := range []string{"a", "b", "c", "d"} {
+		wt, err := p.TakeReady(ctx, m)
+		if err != nil {
+			t.Fatalf("TakeReady %s: %v", m, err)
+		}
+		names = append(names, filepath.Base(wt.Path))
+	}
+	if diff := cmp.Diff([]string{"a", "b", "c", "d"}, names); diff != "" {
+		t.Errorf("taken (-want +got):\n%s", diff)
+	}
+	if got := p.Target(); got != 3 {
+		t.Errorf("Target after a burst of 4 = %d; want the max, 3", got)
+	}
+	if err := p.Wait(ctx, 3); err != nil {
+		t.Fatalf("Wait 3: %v", err)
+	}
+	if got := p.Ready(); got != 3 {
+		t.Errorf("Ready = %d; want 3", got)
+	}
+	var spares int
+	for _, w := range registered(t, r) {
+		if strings.Contains(w, "/"+worktree.SpareDir+"/") {
+			spares++
+		}
+	}
+	if spares != 3 {
+		t.Errorf("%d spares registered; want 3: %q", spares, registered(t, r))
+	}
+}

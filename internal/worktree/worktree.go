@@ -189,9 +189,34 @@ func (e *gitError) Unwrap() error { return e.err }
 
 // run runs git in dir and returns its standard output.
 func (r *Repo) run(ctx context.Context, dir string, args ...string) (string, error) {
+	for try := 1; ; try++ {
+		out, err := r.runOnce(ctx, dir, args...)
+		if err == nil || try == 3 || !halfMade(err) {
+			return out, err
+		}
+		// Another `git worktree add` (a pool's spare, a spawn) was writing
+		// its record while this command read every worktree's: it is
+		// complete a moment later.
+		select {
+		case <-ctx.Done():
+			return out, err
+		case <-time.After(time.Duration(try) * 20 * time.Millisecond):
+		}
+	}
+}
+
+// halfMadeRE is git failing on a worktree record another git is writing.
+var halfMadeRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(failed to read|unable to read|validation failed).*worktrees/[^/]+/(commondir|gitdir)`)
+})
+
+func halfMade(err error) bool {
+	var ge *gitError
+	return errors.As(err, &ge) && halfMadeRE().MatchString(ge.stderr)
+}
+
+func (r *Repo) runOnce(ctx context.Context, dir string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, r.git, append([]string{"-C", dir}, args...)...)
-	// Commits made for teammates need an identity even on a machine where
-	// the user configured none; the user's own identity wins when set.
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

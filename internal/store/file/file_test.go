@@ -3,6 +3,7 @@ package file
 import (
 	"context"
 	"encoding/json"
+	"github.com/troupe-dev/troupe/internal/racetest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	racetest.QuickExit()
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(runChild(mode))
 	}

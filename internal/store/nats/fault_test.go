@@ -194,7 +194,13 @@ func TestClusterNodeKilledMidRun(t *testing.T) {
 		var s *Store
 		var err error
 		s, err = retry(ctx, func() (*Store, error) {
-			return Open(ctx, all, Options{Replicas: 3})
+			// One attempt's requests get a deadline of their own: a
+			// bucket's creation the new cluster never answers (a loaded
+			// machine, a leader still settling) is tried again, not
+			// waited for until the whole test's deadline.
+			actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			return Open(actx, all, Options{Replicas: 3})
 		}, func(error) bool { return false })
 		if err != nil {
 			t.Fatal(err)

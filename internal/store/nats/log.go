@@ -110,7 +110,7 @@ func (j *journal) Watch(ctx context.Context) (<-chan struct{}, error) {
 	if err := j.t.s.closedErr(); err != nil {
 		return nil, err
 	}
-	return j.t.s.watchSubject(ctx, logStream, j.subject())
+	return j.t.s.watchSubject(ctx, logStream, j.subject(), nil)
 }
 
 type transcripts struct{ t *Team }

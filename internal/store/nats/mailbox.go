@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,6 +42,38 @@ type reader struct {
 	floor   uint64 // acked up to this stream sequence
 	seen    map[string]bool
 	high    uint64 // the highest stream sequence taken from buf
+	// durable names the consumer once open (for a rewind, which needs
+	// no lock: reconnected).
+	durable atomic.Pointer[string]
+	// watchers are the wake channels of this client's watches of the
+	// inbox: a message pushed again after a rewind wakes them, as the
+	// watch itself sees only new messages.
+	watchMu  sync.Mutex
+	watchers map[chan struct{}]bool
+	// stallCheck is set while a check for a stalled push is scheduled.
+	stallCheck atomic.Bool
+}
+
+func (r *reader) wakeWatchers() {
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	for ch := range r.watchers {
+		wake(ch)
+	}
+}
+
+func (r *reader) watch(ch chan struct{}) (stop func()) {
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	if r.watchers == nil {
+		r.watchers = map[chan struct{}]bool{}
+	}
+	r.watchers[ch] = true
+	return func() {
+		r.watchMu.Lock()
+		defer r.watchMu.Unlock()
+		delete(r.watchers, ch)
+	}
 }
 
 type readers struct {
@@ -104,23 +137,35 @@ func (mb *mailbox) open(ctx context.Context, r *reader, member string) error {
 	}
 	r.floor = info.AckFloor.Stream
 	r.cons = cons
-	cc, err := cons.Consume(func(m jetstream.Msg) {
+	r.durable.Store(&cfg.Durable)
+	if err := mb.consume(r, member); err != nil {
+		r.cons = nil
+		return err
+	}
+	mb.t.notePresence(ctx, member)
+	return nil
+}
+
+// consume has the server push the reader's consumer into its buffer.
+func (mb *mailbox) consume(r *reader, member string) error {
+	cc, err := r.cons.Consume(func(m jetstream.Msg) {
 		r.bufMu.Lock()
 		r.buf = append(r.buf, m)
 		r.bufMu.Unlock()
 		wake(r.arrived)
+		// Mostly the watch itself woke them already; after a rewind
+		// only this does.
+		r.wakeWatchers()
 	}, jetstream.PullMaxMessages(256), jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if !errors.Is(err, jetstream.ErrNoHeartbeat) {
 			mb.t.s.opts.Logger.Debug("nats store: inbox consumer", "member", member, "err", err)
 		}
 	}))
 	if err != nil {
-		r.cons = nil
 		return fmt.Errorf("inbox of %s in team %s: consume: %w", member, mb.t.name, err)
 	}
 	r.cc = cc
 	mb.t.s.onClose(cc.Stop)
-	mb.t.notePresence(ctx, member)
 	return nil
 }
 
@@ -211,6 +256,11 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 		return nil, fmt.Errorf("receive for %s: %w", name, err)
 	}
 	var out []store.Message
+	// A message stored past what the consumer pushed and still not pushed
+	// after pushStall: the consumer is repushed from its ack floor (its
+	// pull can go quiet around a hub restart and a rewind).
+	stall := time.NewTimer(pushStall)
+	defer stall.Stop()
 	for {
 		if err := mb.open(context.WithoutCancel(ctx), r, name); err != nil {
 			return nil, err
@@ -219,7 +269,17 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 		if len(out) > 0 && r.high >= last {
 			return out, nil
 		}
+		var stalled <-chan time.Time
+		if r.high < last {
+			stalled = stall.C
+		}
 		if err := ctx.Err(); err != nil {
+			if r.high < last {
+				mb.checkPushLater(r, name, last)
+			}
+			if len(out) > 0 {
+				return out, nil // handed out to this client: never dropped
+			}
 			return nil, err
 		}
 		select {
@@ -231,7 +291,56 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 		case <-mb.t.s.done:
 			return nil, store.ErrClosed
 		case <-r.arrived:
+		case <-stalled:
+			mb.repush(ctx, r, name)
+			stall.Reset(pushStall)
 		}
+	}
+}
+
+// checkPushLater, for a Receive that could not wait, looks again after
+// pushStall: a message stored at last and still not pushed restarts the
+// push, and the inbox's watchers are woken to receive it.
+func (mb *mailbox) checkPushLater(r *reader, member string, last uint64) {
+	if !r.stallCheck.CompareAndSwap(false, true) {
+		return
+	}
+	time.AfterFunc(pushStall, func() {
+		defer r.stallCheck.Store(false)
+		select {
+		case r.mu <- struct{}{}:
+		default:
+			return // a Receive is in: it watches for the stall itself
+		}
+		if mb.t.s.closedErr() == nil && r.high < last {
+			mb.repush(context.Background(), r, member)
+		}
+		r.unlock()
+		wake(r.arrived)
+		r.wakeWatchers()
+	})
+}
+
+// pushStall is how long Receive waits for a message it knows is stored
+// before it restarts the push.
+const pushStall = 3 * time.Second
+
+// repush restarts r's consumer from its ack floor; the caller holds r.
+// What comes again that r already handed out is skipped by id.
+func (mb *mailbox) repush(ctx context.Context, r *reader, member string) {
+	name := r.durable.Load()
+	if name == nil || r.cc == nil {
+		return
+	}
+	r.cc.Stop()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+	defer cancel()
+	if _, err := mb.t.s.inbox.ResetConsumer(rctx, *name); err != nil {
+		mb.t.s.opts.Logger.Debug("nats store: repush inbox consumer", "member", member, "err", err)
+	}
+	if err := mb.consume(r, member); err != nil {
+		mb.t.s.opts.Logger.Warn("nats store: repush inbox consumer", "member", member, "err", err)
+		r.cons = nil // open makes it again
 	}
 }
 
@@ -240,25 +349,69 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 // asked again, as request does, until ctx or the store ends (a reader
 // waiting on its inbox outlives a hub restart).
 func (mb *mailbox) lastSeq(ctx context.Context, member string) (uint64, error) {
-	for attempt := 1; ; attempt++ {
-		m, err := mb.t.s.inbox.GetLastMsgForSubject(context.WithoutCancel(ctx), mb.subject(member))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return 0, nil
+	var seq uint64
+	err := mb.t.s.retryTransient(ctx, func() error {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+		defer cancel()
+		m, err := mb.t.s.inbox.GetLastMsgForSubject(rctx, mb.subject(member))
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			seq = 0
+			return nil
+		case err != nil:
+			return err
 		}
-		if err == nil {
-			return m.Sequence, nil
-		}
-		if !transientErr(err) || attempt == requestAttempts {
-			return 0, err
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-mb.t.s.done:
-			return 0, store.ErrClosed
-		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		seq = m.Sequence
+		return nil
+	})
+	return seq, err
+}
+
+// reconnected rewinds the consumer of every inbox this client reads to
+// its ack floor: the server may have counted as delivered what was on the
+// wire when the connection broke (a hub killed -9), and with explicit
+// acks and a day's ack wait it would never push those messages again.
+// What comes again that this client already handed out is skipped by id;
+// the rest wakes its Receive and its watchers.
+func (s *Store) reconnected() {
+	s.readers.Lock()
+	var open []*reader
+	for _, r := range s.readers.m {
+		if r.durable.Load() != nil {
+			open = append(open, r)
 		}
 	}
+	s.readers.Unlock()
+	for _, r := range open {
+		go s.rewind(r)
+	}
+}
+
+func (s *Store) rewind(r *reader) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	name := *r.durable.Load()
+	err := s.retryTransient(ctx, func() error {
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		_, err := s.inbox.ResetConsumer(rctx, name)
+		return err
+	})
+	if err != nil {
+		if !errors.Is(err, store.ErrClosed) {
+			s.opts.Logger.Warn("nats store: rewind inbox consumer after a reconnect", "consumer", name, "err", err)
+		}
+		return
+	}
+	wake(r.arrived)
+	r.wakeWatchers()
 }
 
 // take hands out what the consumer delivered and this client has not
@@ -287,6 +440,11 @@ func (mb *mailbox) take(r *reader) []store.Message {
 			continue
 		}
 		if r.seen[m.ID] {
+			if _, ok := r.pending[m.ID]; ok {
+				// Delivered again after a rewind: the ack goes through
+				// the newest delivery.
+				r.pending[m.ID] = jm
+			}
 			continue
 		}
 		r.seen[m.ID] = true
@@ -373,14 +531,20 @@ func (mb *mailbox) Watch(ctx context.Context, member string) (<-chan struct{}, e
 	if err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
 	}
-	return mb.t.s.watchSubject(ctx, inboxStream, mb.subject(name))
+	ch, err := mb.t.s.watchSubject(ctx, inboxStream, mb.subject(name), mb.reader(name).watch)
+	if err != nil {
+		return nil, fmt.Errorf("watch: %w", err)
+	}
+	return ch, nil
 }
 
 // watchSubject returns a coalescing wake channel fed by an ordered
 // consumer of what stream stores on subject from now on, closed when ctx
 // ends or the store closes. A consumer, not a core subscription: a message
 // reaches it only once stored, so a reader woken finds it.
-func (s *Store) watchSubject(ctx context.Context, stream, subject string) (<-chan struct{}, error) {
+// also, when not nil, registers the consumer's wake channel elsewhere as
+// well until the watch ends.
+func (s *Store) watchSubject(ctx context.Context, stream, subject string, also func(chan struct{}) func()) (<-chan struct{}, error) {
 	oc, err := s.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverNewPolicy, HeadersOnly: true,
 	})
@@ -395,9 +559,14 @@ func (s *Store) watchSubject(ctx context.Context, stream, subject string) (<-cha
 		return nil, fmt.Errorf("watch %s: %w", subject, err)
 	}
 	out := make(chan struct{}, 1)
+	unregister := func() {}
+	if also != nil {
+		unregister = also(in)
+	}
 	go func() {
 		defer close(out)
 		defer cc.Stop()
+		defer unregister()
 		for {
 			select {
 			case <-ctx.Done():

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -144,13 +145,21 @@ func Open(ctx context.Context, servers string, opts Options) (*Store, error) {
 		nopts = append(nopts, natsgo.ClientCert(opts.TLSCert, opts.TLSKey))
 	}
 	log := opts.Logger
+	// The handlers are set before the Store exists; a reconnect before
+	// setup ends has no reader to tell.
+	var opened atomic.Pointer[Store]
 	nopts = append(nopts,
 		natsgo.DisconnectErrHandler(func(_ *natsgo.Conn, err error) {
 			if err != nil {
 				log.Warn("nats store: disconnected", "err", err)
 			}
 		}),
-		natsgo.ReconnectHandler(func(c *natsgo.Conn) { log.Info("nats store: reconnected", "server", c.ConnectedUrl()) }),
+		natsgo.ReconnectHandler(func(c *natsgo.Conn) {
+			log.Info("nats store: reconnected", "server", c.ConnectedUrl())
+			if s := opened.Load(); s != nil {
+				s.reconnected()
+			}
+		}),
 	)
 	nc, err := natsgo.Connect(servers, nopts...)
 	if err != nil {
@@ -161,6 +170,7 @@ func Open(ctx context.Context, servers string, opts Options) (*Store, error) {
 		nc.Close()
 		return nil, fmt.Errorf("nats store on %s: %w", redactURL(servers), err)
 	}
+	opened.Store(s)
 	return s, nil
 }
 

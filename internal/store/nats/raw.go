@@ -11,6 +11,7 @@ import (
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/troupe-dev/troupe/internal/store"
 )
@@ -199,6 +200,8 @@ func (s *Store) directGetOnce(ctx context.Context, stream string, req map[string
 				return msgs, np > 0, nil
 			case "404":
 				return msgs, false, nil
+			case "413":
+				return nil, false, errTooMany
 			case "":
 			default:
 				if m.Header.Get("Nats-Sequence") == "" {
@@ -234,17 +237,83 @@ func (s *Store) readSubject(ctx context.Context, stream, subject string, from ui
 	}
 }
 
+// errTooMany is a multi-get over more keys than the server answers at once
+// (1024).
+var errTooMany = errors.New("too many keys for one multi-get")
+
 // lastOf returns the last message of every subject matching filter in
-// bucket's stream, delete markers included.
+// bucket's stream, delete markers included. Up to 1024 keys that is one
+// multi-get; a bigger set (a board of thousands of tasks) is read through a
+// KV watcher, which streams the last value of every key however many.
 func (s *Store) lastOf(ctx context.Context, bucket, filter string) ([]rawMsg, error) {
 	msgs, more, err := s.directGet(ctx, "KV_"+bucket, map[string]any{"multi_last": []string{"$KV." + bucket + "." + filter}})
+	if errors.Is(err, errTooMany) || (err == nil && more) {
+		return s.lastOfAll(ctx, bucket, filter)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if more {
-		return nil, fmt.Errorf("more than %d keys under %s in %s", len(msgs), filter, bucket)
-	}
 	return msgs, nil
+}
+
+// lastOfAll reads the last message of every key matching filter with a
+// watcher that ends once it has delivered them.
+func (s *Store) lastOfAll(ctx context.Context, bucket, filter string) ([]rawMsg, error) {
+	kv, err := s.bucket(bucket)
+	if err != nil {
+		return nil, err
+	}
+	var out []rawMsg
+	err = s.retryTransient(ctx, func() error {
+		out = out[:0]
+		wctx, cancel := context.WithTimeout(ctx, 4*requestTimeout)
+		defer cancel()
+		w, err := kv.Watch(wctx, filter)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-wctx.Done():
+				return fmt.Errorf("read %s of %s: %w", filter, bucket, wctx.Err())
+			case <-s.done:
+				return store.ErrClosed
+			case e, ok := <-w.Updates():
+				if !ok {
+					return fmt.Errorf("read %s of %s: watcher ended", filter, bucket)
+				}
+				if e == nil {
+					return nil // the last values as of the watch's start are in
+				}
+				m := rawMsg{Subject: kvSubject(bucket, e.Key()), Seq: e.Revision(), Data: e.Value(), Header: natsgo.Header{}}
+				switch e.Operation() {
+				case jetstream.KeyValueDelete:
+					m.Header.Set("KV-Operation", "DEL")
+				case jetstream.KeyValuePurge:
+					m.Header.Set("KV-Operation", "PURGE")
+				}
+				out = append(out, m)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// bucket is the KV handle of a bucket by name.
+func (s *Store) bucket(name string) (jetstream.KeyValue, error) {
+	switch name {
+	case tasksBucket:
+		return s.tasks, nil
+	case teamsBucket:
+		return s.teams, nil
+	case beatsBucket:
+		return s.beats, nil
+	}
+	return nil, fmt.Errorf("no bucket %s", name)
 }
 
 // lastFor returns the last message of one key of bucket (ok false if the
@@ -337,27 +406,52 @@ func transientErr(err error) bool {
 
 // request sends m and waits for its answer, retrying as above.
 func (s *Store) request(ctx context.Context, m *natsgo.Msg) (*natsgo.Msg, error) {
-	for attempt := 1; ; attempt++ {
+	var reply *natsgo.Msg
+	err := s.retryTransient(ctx, func() error {
 		actx, cancel := context.WithTimeout(ctx, requestTimeout)
-		reply, err := s.nc.RequestMsgWithContext(actx, m)
-		cancel()
+		defer cancel()
+		var err error
+		reply, err = s.nc.RequestMsgWithContext(actx, m)
 		if err == nil && reply.Header.Get("Status") == "503" {
 			err = natsgo.ErrNoResponders
 		}
-		transient := transientErr(err)
-		if err == nil || !transient || attempt == requestAttempts || ctx.Err() != nil {
-			if err != nil {
-				if cerr := s.closedErr(); cerr != nil {
-					return nil, cerr
-				}
-			}
-			return reply, err
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return reply, nil
+}
+
+// retryTransient runs fn until it succeeds, fails for good, or has failed
+// transiently (transientErr) requestAttempts times, backing off between
+// tries; an error once the store is closed is store.ErrClosed. fn bounds
+// each try itself.
+func (s *Store) retryTransient(ctx context.Context, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if cerr := s.closedErr(); cerr != nil {
+			return cerr
+		}
+		if !transientErr(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			// The caller gave up: its own error says so, not the
+			// timeout of a try that may have run without its ctx.
+			return ctx.Err()
+		}
+		if attempt == requestAttempts {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-s.done:
-			return nil, store.ErrClosed
+			return store.ErrClosed
 		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond): // backs off from a cluster in failover
 		}
 	}

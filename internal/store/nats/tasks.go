@@ -251,8 +251,12 @@ func (b *board) do(ctx context.Context, rule func(*tx) (store.Task, error)) (sto
 	}
 }
 
+// Create runs on the cached board first, as claims do: a board of
+// thousands of tasks is otherwise read whole for every new id (the new
+// key's compare-and-set catches an id taken meanwhile). Update reads the
+// keys it touches from the server: it is never a read of the whole board.
 func (b *board) Create(ctx context.Context, t store.Task) (store.Task, error) {
-	return b.do(ctx, func(x *tx) (store.Task, error) { return store.CreateTask(x, t, b.t.s.now()) })
+	return b.claim(ctx, func(x *tx) (store.Task, error) { return store.CreateTask(x, t, b.t.s.now()) })
 }
 
 func (b *board) Update(ctx context.Context, id string, fn func(*store.Task) error) (store.Task, error) {
