@@ -322,8 +322,8 @@ func (mb *mailbox) checkPushLater(r *reader, member string, last uint64) {
 }
 
 // pushStall is how long Receive waits for a message it knows is stored
-// before it restarts the push.
-const pushStall = 3 * time.Second
+// before it restarts the push (a variable for tests).
+var pushStall = 3 * time.Second
 
 // repush restarts r's consumer from its ack floor; the caller holds r.
 // What comes again that r already handed out is skipped by id.
