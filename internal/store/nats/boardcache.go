@@ -3,6 +3,8 @@ package nats
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -13,10 +15,21 @@ import (
 // board in memory, fed by one KV watcher. A claim runs its rule on that
 // copy and commits with the revision the copy holds: one round trip when
 // it wins; a lost compare-and-set runs the rule again on fresh reads, so
-// there is never a double claim. A claim the copy says fails is always
-// tried again on fresh reads: the copy may lag (a watcher that has not yet
-// caught up after the hub restarted once kept a task handed back looking
-// claimed, and the team stalled), and a claim must never fail on old news.
+// there is never a double claim.
+//
+// A claim the copy says loses (the task has an owner, is not pending or
+// blocked, or nothing is claimable) is answered from the copy too: most
+// tries lose, and a round trip for each loss was what bounded claims per
+// second. The copy may lag the server by what its watcher has not brought
+// yet, so a loss can be old news: a task handed back a moment ago may
+// still look owned. That is safe because of how claimers learn of a
+// change: from the board's Watch, and this Store's Watch wakes only once
+// the copy has what woke it (caughtUp), so the claim a wake starts sees the
+// change. A copy that does not catch up within cacheCatchUp (its watcher
+// went quiet around a hub restart: once, a task handed back stayed looking
+// claimed and the team stalled) is dropped, and claims go to the server
+// until a new watcher has loaded the board; a reconnect drops every copy
+// the same way.
 
 // boardCache is one team's board as the watcher last delivered it.
 type boardCache struct {
@@ -24,7 +37,23 @@ type boardCache struct {
 	entries map[string]entry
 	ready   bool // the bucket's values as of the watch's start are in
 	stopped bool
+	// high is the last revision the watcher brought: every change of the
+	// board up to it is in entries. moved is closed, and replaced, each
+	// time high grows.
+	high  uint64
+	moved chan struct{}
+	stop  context.CancelFunc
 }
+
+// cacheCatchUp bounds how long a board wake waits for the copy to have
+// what woke it (a variable for tests).
+var cacheCatchUp atomic.Int64
+
+func init() { cacheCatchUp.Store(int64(2 * time.Second)) }
+
+// testHookCacheUpdate, when set, runs before a copy applies what its
+// watcher brought (a test holds it to make the copy lag).
+var testHookCacheUpdate atomic.Pointer[func(ctx context.Context)]
 
 // boardCache returns the cache of generation gen, starting its watcher on
 // first use; nil while it loads or when it cannot run.
@@ -39,7 +68,7 @@ func (s *Store) boardCache(gen string) *boardCache {
 	}
 	c, ok := s.caches[gen]
 	if !ok {
-		c = &boardCache{entries: map[string]entry{}}
+		c = &boardCache{entries: map[string]entry{}, moved: make(chan struct{})}
 		s.caches[gen] = c
 	}
 	s.mu.Unlock()
@@ -56,6 +85,9 @@ func (s *Store) boardCache(gen string) *boardCache {
 
 func (s *Store) startCache(gen string, c *boardCache) {
 	ctx, cancel := context.WithCancel(context.Background())
+	c.mu.Lock()
+	c.stop = cancel
+	c.mu.Unlock()
 	w, err := s.tasks.Watch(ctx, gen+".>")
 	if err != nil {
 		cancel()
@@ -81,17 +113,89 @@ func (s *Store) startCache(gen string, c *boardCache) {
 				if !ok {
 					return
 				}
+				if hook := testHookCacheUpdate.Load(); hook != nil {
+					(*hook)(ctx)
+				}
 				c.mu.Lock()
 				if e == nil {
 					c.ready = true
 				} else {
 					c.put(e.Key(), entry{seq: e.Revision(), data: e.Value(),
 						gone: e.Operation() == jetstream.KeyValueDelete || e.Operation() == jetstream.KeyValuePurge})
+					if e.Revision() > c.high {
+						c.high = e.Revision()
+						close(c.moved)
+						c.moved = make(chan struct{})
+					}
 				}
 				c.mu.Unlock()
 			}
 		}
 	}()
+}
+
+// caughtUp waits until the copy has every change of the board up to
+// revision rev, for at most within; false if it did not (the copy is
+// stopped, or lags that long).
+func (c *boardCache) caughtUp(ctx context.Context, rev uint64, within time.Duration) bool {
+	var timeout <-chan time.Time
+	for {
+		c.mu.Lock()
+		high, moved, stopped := c.high, c.moved, c.stopped
+		c.mu.Unlock()
+		switch {
+		case stopped:
+			return false
+		case high >= rev:
+			return true
+		}
+		if timeout == nil {
+			t := time.NewTimer(within)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-moved:
+		case <-timeout:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// dropCache stops the copy of generation gen if it is c (nil: whichever
+// runs): claims go to the server until a new copy has loaded.
+func (s *Store) dropCache(gen string, c *boardCache) {
+	s.mu.Lock()
+	cur := s.caches[gen]
+	if cur == nil || c != nil && cur != c {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.caches, gen)
+	s.mu.Unlock()
+	cur.mu.Lock()
+	cur.stopped = true
+	stop := cur.stop
+	cur.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// dropCaches drops every copy (after a reconnect: what a watcher brings
+// across one is not trusted for losses).
+func (s *Store) dropCaches() {
+	s.mu.Lock()
+	gens := make([]string, 0, len(s.caches))
+	for gen := range s.caches {
+		gens = append(gens, gen)
+	}
+	s.mu.Unlock()
+	for _, gen := range gens {
+		s.dropCache(gen, nil)
+	}
 }
 
 // put keeps the newer of what is cached for key and e (the watcher and a

@@ -259,7 +259,7 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 	// A message stored past what the consumer pushed and still not pushed
 	// after pushStall: the consumer is repushed from its ack floor (its
 	// pull can go quiet around a hub restart and a rewind).
-	stall := time.NewTimer(pushStall)
+	stall := time.NewTimer(time.Duration(pushStall.Load()))
 	defer stall.Stop()
 	for {
 		if err := mb.open(context.WithoutCancel(ctx), r, name); err != nil {
@@ -293,7 +293,7 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 		case <-r.arrived:
 		case <-stalled:
 			mb.repush(ctx, r, name)
-			stall.Reset(pushStall)
+			stall.Reset(time.Duration(pushStall.Load()))
 		}
 	}
 }
@@ -305,7 +305,7 @@ func (mb *mailbox) checkPushLater(r *reader, member string, last uint64) {
 	if !r.stallCheck.CompareAndSwap(false, true) {
 		return
 	}
-	time.AfterFunc(pushStall, func() {
+	time.AfterFunc(time.Duration(pushStall.Load()), func() {
 		defer r.stallCheck.Store(false)
 		select {
 		case r.mu <- struct{}{}:
@@ -322,8 +322,10 @@ func (mb *mailbox) checkPushLater(r *reader, member string, last uint64) {
 }
 
 // pushStall is how long Receive waits for a message it knows is stored
-// before it restarts the push (a variable for tests).
-var pushStall = 3 * time.Second
+// before it restarts the push (in nanoseconds; tests shorten it).
+var pushStall atomic.Int64
+
+func init() { pushStall.Store(int64(3 * time.Second)) }
 
 // repush restarts r's consumer from its ack floor; the caller holds r.
 // What comes again that r already handed out is skipped by id.
@@ -372,8 +374,11 @@ func (mb *mailbox) lastSeq(ctx context.Context, member string) (uint64, error) {
 // wire when the connection broke (a hub killed -9), and with explicit
 // acks and a day's ack wait it would never push those messages again.
 // What comes again that this client already handed out is skipped by id;
-// the rest wakes its Receive and its watchers.
+// the rest wakes its Receive and its watchers. The copies of boards are
+// dropped (boardcache.go): claims go to the server until each is loaded
+// again.
 func (s *Store) reconnected() {
+	s.dropCaches()
 	s.readers.Lock()
 	var open []*reader
 	for _, r := range s.readers.m {

@@ -65,9 +65,8 @@ func loseOnTheWire(ctx context.Context, t *testing.T, url string, nm *mailbox, r
 // looks when woken (the team's way). Without the repush the waiting
 // Receive waits until its deadline and the watch is never woken.
 func TestStalledPushRestarts(t *testing.T) {
-	old := pushStall
-	pushStall = 100 * time.Millisecond
-	defer func() { pushStall = old }()
+	old := pushStall.Swap(int64(100 * time.Millisecond))
+	defer pushStall.Store(old)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srv, err := StartServer(ServerConfig{Port: -1, Dir: t.TempDir()})

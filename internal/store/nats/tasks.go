@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -271,15 +272,18 @@ func (b *board) ClaimNext(ctx context.Context, owner string) (store.Task, error)
 	return b.claim(ctx, func(x *tx) (store.Task, error) { return store.ClaimNextTask(x, owner, b.t.s.now()) })
 }
 
-// claim runs a claim rule once on the cached board (see boardcache.go)
-// and, when that try failed or lost its compare-and-set, as do does, on
-// fresh reads: the cache only ever saves the read of a claim that wins.
+// claim runs a claim rule once on the cached board (see boardcache.go):
+// a win commits with the copy's revision, and a loss is answered from the
+// copy. A lost compare-and-set, or a rule that failed otherwise (a task
+// the copy does not know), runs again as do does, on fresh reads.
 func (b *board) claim(ctx context.Context, rule func(*tx) (store.Task, error)) (store.Task, error) {
 	if b.t.archived == nil && b.t.s.closedErr() == nil {
 		if c := b.t.s.boardCache(b.t.gen); c != nil {
 			x := b.begin(ctx)
 			x.cache = c
-			if t, err := rule(x); err == nil {
+			t, err := rule(x)
+			switch {
+			case err == nil:
 				cerr := x.commit()
 				if cerr == nil {
 					return store.CloneTask(t), nil
@@ -287,10 +291,19 @@ func (b *board) claim(ctx context.Context, rule func(*tx) (store.Task, error)) (
 				if !errors.Is(cerr, errConflict) {
 					return store.Task{}, fmt.Errorf("board of team %s: %w", b.t.name, cerr)
 				}
+			case lostClaim(err):
+				return store.Task{}, err
 			}
 		}
 	}
 	return b.do(ctx, rule)
+}
+
+// lostClaim reports whether err is a claim's answer that the task is not
+// to be had: one the copy may give (boardcache.go).
+func lostClaim(err error) bool {
+	return errors.Is(err, store.ErrClaimed) || errors.Is(err, store.ErrNotPending) ||
+		errors.Is(err, store.ErrBlocked) || errors.Is(err, store.ErrNoTask)
 }
 
 func (b *board) Get(ctx context.Context, id string) (store.Task, error) {
@@ -354,9 +367,16 @@ func (b *board) Watch(ctx context.Context) (<-chan struct{}, error) {
 				return
 			case <-b.t.s.done:
 				return
-			case _, ok := <-w.Updates():
+			case e, ok := <-w.Updates():
 				if !ok {
 					return
+				}
+				// A claim this wake starts may be answered from this
+				// Store's copy of the board: the wake waits for the copy
+				// to have the change (boardcache.go).
+				if c := b.t.s.cacheIfAny(b.t.gen); e != nil && c != nil && !c.caughtUp(ctx, e.Revision(), time.Duration(cacheCatchUp.Load())) && ctx.Err() == nil {
+					b.t.s.opts.Logger.Warn("nats store: board copy lags its watch; claims go to the server until it reloads", "team", b.t.name, "revision", e.Revision())
+					b.t.s.dropCache(b.t.gen, c)
 				}
 				wake(out)
 			}
