@@ -199,6 +199,10 @@ func storeBenchChild(ctx context.Context, stdout io.Writer, mode, dir, storeURL 
 			}
 		}
 	case "claim":
+		// Ready, then wait for the go: stdin closed by the parent.
+		fmt.Fprintln(out, "ready")
+		out.Flush()
+		_, _ = io.Copy(io.Discard, os.Stdin)
 		var (
 			wg   sync.WaitGroup
 			mu   sync.Mutex
@@ -276,6 +280,9 @@ func runStoreBench(ctx context.Context, p storeBenchParams) (*storeReport, error
 	if err != nil {
 		return nil, err
 	}
+	// start runs a child; what is written to its stdin, closed, is the
+	// claimers' go.
+	var goPipes []io.WriteCloser
 	start := func(mode string, id, n int, env ...string) (*exec.Cmd, io.ReadCloser, error) {
 		args := []string{"bench", "store", "child", "--mode", mode, "--dir", dir, "--id", fmt.Sprint(id), "--n", fmt.Sprint(n)}
 		if p.poll {
@@ -291,6 +298,11 @@ func runStoreBench(ctx context.Context, p storeBenchParams) (*storeReport, error
 		if err != nil {
 			return nil, nil, err
 		}
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, nil, err
+		}
+		goPipes = append(goPipes, in)
 		return cmd, out, cmd.Start()
 	}
 	rep := &storeReport{
@@ -414,21 +426,35 @@ func runStoreBench(ctx context.Context, p storeBenchParams) (*storeReport, error
 			return nil, err
 		}
 	}
-	began = time.Now()
+	// The clock starts once every claimer has opened the store and the
+	// team and says so: the figure is of claims, not of process starts
+	// (which dominated it with 16 processes of this binary).
 	type result struct {
 		out string
 		err error
 	}
 	results := make(chan result, p.claimProcs)
+	var gos []io.WriteCloser
 	for i := range p.claimProcs {
 		c, o, err := start("claim", i, p.tasks, fmt.Sprintf("TROUPE_BENCH_GOROUTINES=%d", p.claimGoroutines))
 		if err != nil {
 			return nil, err
 		}
+		in := bufio.NewReader(o)
+		if line, err := in.ReadString('\n'); err != nil || line != "ready\n" {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+			return nil, fmt.Errorf("claimer %d did not get ready: %q %v", i, line, err)
+		}
+		gos = append(gos, goPipes[len(goPipes)-1])
 		go func() {
-			b, _ := io.ReadAll(o)
+			b, _ := io.ReadAll(in)
 			results <- result{string(b), c.Wait()}
 		}()
+	}
+	began = time.Now()
+	for _, g := range gos {
+		_ = g.Close() // the claimers go at EOF
 	}
 	claims := map[string][]string{}
 	for range p.claimProcs {

@@ -106,9 +106,15 @@ type Tasks interface {
 	// Claim is a compare-and-set: it makes owner the owner of task id and
 	// sets it in progress only if the task is still pending, unowned and
 	// unblocked (ErrNotPending, ErrClaimed, ErrBlocked otherwise).
+	//
+	// A claim never wins a task it should not, but a backend may refuse
+	// one on news a moment old (the nats store answers refusals from its
+	// copy of the board): a claim sees every change this client made, and
+	// every change whose Watch wake started it, not always the latest
+	// change of another client.
 	Claim(ctx context.Context, id, owner string) (Task, error)
 	// ClaimNext claims the claimable task with the lowest id (ErrNoTask if
-	// there is none).
+	// there is none), with Claim's view of the board.
 	ClaimNext(ctx context.Context, owner string) (Task, error)
 	// Watch returns a channel that receives a value (coalesced) after any
 	// change to the board, by this process or another. It is closed when ctx

@@ -2,11 +2,14 @@ package nats
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/troupe-dev/troupe/internal/store"
 )
 
 // A claim is the hot path of a board: every idle member tries it, and most
@@ -43,6 +46,9 @@ type boardCache struct {
 	high  uint64
 	moved chan struct{}
 	stop  context.CancelFunc
+	// maxID is the highest task number of any key put (a deleted task's
+	// marker included: its id is never given again).
+	maxID uint64
 }
 
 // cacheCatchUp bounds how long a board wake waits for the copy to have
@@ -116,12 +122,16 @@ func (s *Store) startCache(gen string, c *boardCache) {
 				if hook := testHookCacheUpdate.Load(); hook != nil {
 					(*hook)(ctx)
 				}
+				var ne entry
+				if e != nil {
+					ne = parsed(entry{seq: e.Revision(), data: e.Value(),
+						gone: e.Operation() == jetstream.KeyValueDelete || e.Operation() == jetstream.KeyValuePurge})
+				}
 				c.mu.Lock()
 				if e == nil {
 					c.ready = true
 				} else {
-					c.put(e.Key(), entry{seq: e.Revision(), data: e.Value(),
-						gone: e.Operation() == jetstream.KeyValueDelete || e.Operation() == jetstream.KeyValuePurge})
+					c.put(e.Key(), ne)
 					if e.Revision() > c.high {
 						c.high = e.Revision()
 						close(c.moved)
@@ -198,6 +208,18 @@ func (s *Store) dropCaches() {
 	}
 }
 
+// parsed returns e with its task parsed, when it holds one that parses
+// (one that does not is parsed again, and refused, by each reader).
+func parsed(e entry) entry {
+	if e.gone || e.task != nil {
+		return e
+	}
+	if t, err := store.ParseTask(e.data); err == nil {
+		e.task = &t
+	}
+	return e
+}
+
 // put keeps the newer of what is cached for key and e (the watcher and a
 // write-through may bring the same revision in either order). Call with
 // c.mu held.
@@ -206,24 +228,35 @@ func (c *boardCache) put(key string, e entry) {
 		return
 	}
 	c.entries[key] = e
+	if _, id, ok := strings.Cut(key, ".t."); ok {
+		c.maxID = max(c.maxID, store.TaskNum(id))
+	}
 }
 
 // wrote records this client's own committed write.
 func (c *boardCache) wrote(key string, e entry) {
+	e = parsed(e)
 	c.mu.Lock()
 	c.put(key, e)
 	c.mu.Unlock()
 }
 
-// snapshot returns a copy of the entries of the board.
-func (c *boardCache) snapshot() map[string]entry {
+// fill adds to dst the entries of the board it does not hold.
+func (c *boardCache) fill(dst map[string]entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]entry, len(c.entries))
 	for k, e := range c.entries {
-		out[k] = e
+		if _, ok := dst[k]; !ok {
+			dst[k] = e
+		}
 	}
-	return out
+}
+
+// highestID is the highest task number any key of the copy has held.
+func (c *boardCache) highestID() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.maxID
 }
 
 // lookup returns the cached entry of key.

@@ -91,6 +91,9 @@ type Store struct {
 	closers []func()
 	done    chan struct{}
 	caches  map[string]*boardCache // by team generation (boardcache.go)
+	// claiming holds, per task key, the end of this client's claim of it
+	// under way (claimTurn).
+	claiming map[string]chan struct{}
 }
 
 var _ store.Store = (*Store)(nil)

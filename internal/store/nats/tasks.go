@@ -28,6 +28,9 @@ type entry struct {
 	seq  uint64
 	data []byte
 	gone bool // never written, deleted, or removed by this transaction
+	// task is data parsed, when the board copy parsed it once for every
+	// claim that reads it (nil: parse data). Shared: handed out cloned.
+	task *store.Task
 }
 
 // tx is one run of a board rule. Every key it reads is noted with its
@@ -55,12 +58,7 @@ func (x *tx) load() error {
 		return nil
 	}
 	if x.cache != nil {
-		entries := x.cache.snapshot()
-		for k, e := range entries {
-			if _, ok := x.seen[k]; !ok {
-				x.seen[k] = e
-			}
-		}
+		x.cache.fill(x.seen)
 		x.all = true
 		return nil
 	}
@@ -123,8 +121,10 @@ func (x *tx) Get(id string) (store.Task, error) {
 	if e.gone {
 		return store.Task{}, fmt.Errorf("%w: %s", store.ErrTaskNotFound, id)
 	}
-	t, err := store.ParseTask(e.data)
-	if err != nil {
+	var t store.Task
+	if e.task != nil {
+		t = store.CloneTask(*e.task)
+	} else if t, err = store.ParseTask(e.data); err != nil {
 		return store.Task{}, fmt.Errorf("task %s of team %s cannot be read: %w", id, x.b.t.name, err)
 	}
 	if t.ID != id {
@@ -168,6 +168,19 @@ func (x *tx) IDs() ([]string, error) {
 // Two clients that pick the same id both expect the key never written, and
 // one of them loses the compare-and-set and runs its rule again.
 func (x *tx) NextID() (string, error) {
+	if x.next == 0 && x.cache != nil && !x.all {
+		// The copy keeps its highest id: no copy of the board per new
+		// task (a board of thousands was copied whole for each).
+		x.next = x.cache.highestID()
+		prefix := x.b.t.gen + ".t."
+		for k := range x.seen {
+			if id, ok := cutPrefix(k, prefix); ok {
+				x.next = max(x.next, store.TaskNum(id))
+			}
+		}
+		x.next++
+		return strconv.FormatUint(x.next, 10), nil
+	}
 	if x.next == 0 {
 		if err := x.load(); err != nil {
 			return "", err
@@ -214,11 +227,16 @@ func (x *tx) commit() error {
 		ws = append(ws, w)
 	}
 	seq, err := x.b.t.s.commit(x.ctx, ws)
-	if err == nil && len(ws) == 1 {
-		// The server answered with the new revision: the cache has this
-		// client's own write at once, before its watcher brings it.
+	if err == nil && seq > 0 {
+		// The server answered with the revision of the last write, and a
+		// batch is stored in one piece, in order: the copy has this
+		// client's own writes at once, before its watcher brings them, so
+		// a loss it answers never misses what this client did (a revision
+		// guessed wrong only costs a failed compare-and-set later).
 		if c := x.b.t.s.cacheIfAny(x.b.t.gen); c != nil {
-			c.wrote(keyOf(tasksBucket, ws[0].subject), entry{seq: seq, data: ws[0].data, gone: ws[0].del})
+			for i, w := range ws {
+				c.wrote(keyOf(tasksBucket, w.subject), entry{seq: seq - uint64(len(ws)-1-i), data: w.data, gone: w.del})
+			}
 		}
 	}
 	return err
@@ -265,7 +283,44 @@ func (b *board) Update(ctx context.Context, id string, fn func(*store.Task) erro
 }
 
 func (b *board) Claim(ctx context.Context, id, owner string) (store.Task, error) {
+	done, err := b.t.s.claimTurn(ctx, b.taskKey(id))
+	if err != nil {
+		return store.Task{}, err
+	}
+	defer done()
 	return b.claim(ctx, func(x *tx) (store.Task, error) { return store.ClaimTask(x, id, owner, b.t.s.now()) })
+}
+
+// claimTurn waits until no other claim of key by this client is under
+// way, and takes the turn: done ends it. Two goroutines of one client that
+// claim one task would both commit on the copy's revision, and the loser
+// would pay a failed compare-and-set and fresh reads; in turn, the second
+// finds the first's win in the copy (written through) and loses at once.
+func (s *Store) claimTurn(ctx context.Context, key string) (done func(), err error) {
+	for {
+		s.mu.Lock()
+		if s.claiming == nil {
+			s.claiming = map[string]chan struct{}{}
+		}
+		busy, ok := s.claiming[key]
+		if !ok {
+			ch := make(chan struct{})
+			s.claiming[key] = ch
+			s.mu.Unlock()
+			return func() {
+				s.mu.Lock()
+				delete(s.claiming, key)
+				s.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 func (b *board) ClaimNext(ctx context.Context, owner string) (store.Task, error) {
