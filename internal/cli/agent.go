@@ -52,7 +52,6 @@ into it (the Task tool with isolation "remote"), then becomes that teammate,
 with the team's key handed over sealed to it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var j joined
-			quietIdleProcess()
 			if jf.url != "" || jf.wait {
 				// On another machine: the store is the hub, the workspace
 				// the teammate's own clone of the team's remote.

@@ -20,8 +20,8 @@ import (
 //go:linkname natsProcStatFile github.com/nats-io/nats-server/v2/server/pse.procStatFile
 var natsProcStatFile string
 
-// quietIdleProcess stops nats-server's sampler in a teammate process,
-// which runs no NATS server (only that server's monitoring reads the
+// quietIdleProcess stops nats-server's sampler in every troupe process but
+// the hub's: none other runs a NATS server (only that server's monitoring reads the
 // figure): the path becomes one its next read refuses (NUL bytes), and a
 // sampler whose read fails does not re-arm. The sampler reads the variable
 // on its own goroutine without a lock; the new value has the old one's

@@ -473,24 +473,32 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 	if idleFor > 0 {
 		cpu := cpuSeconds
 		if mode == team.ModeProcess {
-			cpu = treeCPUSeconds
+			tree := newProcCPU()
+			defer tree.close()
+			cpu = tree.seconds
 		}
-		before := cpu()
+		// The window's figures leave out the measuring itself: it runs
+		// on a thread of its own, whose CPU time is taken off.
+		runtime.LockOSThread()
+		measured := func() float64 { return cpu() - threadCPUSeconds() }
+		before := measured()
 		last, end := before, time.Now().Add(idleFor)
 		tick := time.NewTicker(time.Second)
 		for left := time.Until(end); left > 0; left = time.Until(end) {
 			select {
 			case <-ctx.Done():
 				tick.Stop()
+				runtime.UnlockOSThread()
 				return nil, ctx.Err()
 			case <-tick.C:
 			case <-time.After(left):
 			}
-			now := cpu()
+			now := measured()
 			run.idleCPUMax1s = max(run.idleCPUMax1s, now-last)
 			last = now
 		}
 		tick.Stop()
+		runtime.UnlockOSThread()
 		run.idleCPU = last - before
 		run.idleCalls = len(fake.Requests()) - run.calls
 		run.rssGrowthMB = max(settledRSS()-rss0, 0)
@@ -681,9 +689,18 @@ func settledRSS() float64 {
 }
 
 // cpuSeconds is the CPU time (user + system) this process has used.
-func cpuSeconds() float64 {
+func cpuSeconds() float64 { return rusageSeconds(syscall.RUSAGE_SELF) }
+
+// rusageThread is Linux's RUSAGE_THREAD: the calling thread alone.
+const rusageThread = 1
+
+// threadCPUSeconds is the CPU time of the calling OS thread (0 where the
+// system cannot tell).
+func threadCPUSeconds() float64 { return rusageSeconds(rusageThread) }
+
+func rusageSeconds(who int) float64 {
 	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+	if syscall.Getrusage(who, &ru) != nil {
 		return 0
 	}
 	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
@@ -708,27 +725,53 @@ func children() []int {
 	return out
 }
 
-// treeCPUSeconds is cpuSeconds plus the CPU time of the child processes
-// still running (process-mode teammates).
-func treeCPUSeconds() float64 {
-	total := cpuSeconds()
+// procCPU measures this process and its child processes (process-mode
+// teammates) over an idle window. The children are found once, when the
+// window opens (idle teammates neither start nor end), and each one's stat
+// file is kept open and read again in place: finding them anew and opening
+// their files every second cost the bench process more CPU than the idle
+// team it measured.
+type procCPU struct {
+	files []*os.File
+	buf   []byte
+}
+
+func newProcCPU() *procCPU {
+	p := &procCPU{buf: make([]byte, 1024)}
 	for _, pid := range children() {
-		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
+		if f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
+			p.files = append(p.files, f)
+		}
+	}
+	return p
+}
+
+// seconds is cpuSeconds plus the CPU time of the children still running.
+func (p *procCPU) seconds() float64 {
+	total := cpuSeconds()
+	for _, f := range p.files {
+		n, err := f.ReadAt(p.buf, 0)
+		if n == 0 && err != nil {
 			continue
 		}
 		// The fields after the command (which may hold spaces), from
 		// the state on: utime and stime are the 12th and 13th.
-		s := string(data)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 13 {
+		s := string(p.buf[:n])
+		fs := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fs) < 13 {
 			continue
 		}
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
+		ut, _ := strconv.ParseFloat(fs[11], 64)
+		st, _ := strconv.ParseFloat(fs[12], 64)
 		total += (ut + st) / clockTicks
 	}
 	return total
+}
+
+func (p *procCPU) close() {
+	for _, f := range p.files {
+		f.Close()
+	}
 }
 
 // clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on Linux.

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -169,6 +170,16 @@ func (a *app) rootCmd() *cobra.Command {
 	// --record means something only where troupe talks to a model from a
 	// fresh start: a run (-p or the UI) and the demo.
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if cmd.Name() != "hub" {
+			// Only the hub runs a NATS server, whose monitoring the
+			// sampler feeds.
+			quietIdleProcess()
+		}
+		// Pinned: a GOMAXPROCS the runtime chose itself is checked against
+		// the cgroup's CPU limit every second, which wakes an idle lead or
+		// teammate process (and the runtime's monitor) once a second for
+		// good; one set by hand is not.
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 		if a.record != "" && cmd != root && cmd.Name() != "demo" {
 			return withCode(ExitUsage, fmt.Errorf("--record works with a run (troupe -p, or the terminal UI) and with troupe demo, not with troupe %s", cmd.Name()))
 		}

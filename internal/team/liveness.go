@@ -3,6 +3,7 @@ package team
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"time"
@@ -28,14 +29,27 @@ func Dead(m store.Member, now time.Time) bool {
 
 // beat keeps the heartbeat of the members names() returns fresh until ctx
 // ends: one roster update per beat for all of them.
+//
+// Each caller beats at its own phase of the period, drawn at random: the
+// processes of a team start together, and beating in step they made one
+// burst of CPU and disk every HeartbeatEvery instead of a trickle.
 func beat(ctx context.Context, t store.Team, names func() []string, onErr func(error)) {
+	phase := time.NewTimer(rand.N(HeartbeatEvery))
+	select {
+	case <-ctx.Done():
+		phase.Stop()
+		return
+	case <-phase.C:
+	}
 	tick := time.NewTicker(HeartbeatEvery)
 	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
 		}
 		ns := names()
 		if len(ns) == 0 {
