@@ -95,13 +95,23 @@ func ClaimTask(x BoardTx, id, owner string, now time.Time) (Task, error) {
 	if err != nil {
 		return Task{}, err
 	}
-	if err := t.Claimable(); err != nil {
-		if t.Owner != "" {
-			return Task{}, fmt.Errorf("%w (owner %s)", err, t.Owner)
-		}
+	if err := ClaimRefusal(&t); err != nil {
 		return Task{}, err
 	}
 	return claim(x, t, owner, now), nil
+}
+
+// ClaimRefusal is ClaimTask's answer for t when t cannot be claimed (nil
+// when it can): a backend that refuses from a copy of the board answers as
+// the rule would.
+func ClaimRefusal(t *Task) error {
+	if err := t.Claimable(); err != nil {
+		if t.Owner != "" {
+			return fmt.Errorf("%w (owner %s)", err, t.Owner)
+		}
+		return err
+	}
+	return nil
 }
 
 // ClaimNextTask is the rule of Tasks.ClaimNext: owner claims the claimable

@@ -283,11 +283,23 @@ func (b *board) Update(ctx context.Context, id string, fn func(*store.Task) erro
 }
 
 func (b *board) Claim(ctx context.Context, id, owner string) (store.Task, error) {
-	done, err := b.t.s.claimTurn(ctx, b.taskKey(id))
+	key := b.taskKey(id)
+	done, err := b.t.s.claimTurn(ctx, key)
 	if err != nil {
 		return store.Task{}, err
 	}
 	defer done()
+	// The common case, a task the copy shows taken, is answered from its
+	// parsed task as it is: no transaction, no copy of the task.
+	if owner != "" && b.t.archived == nil && b.t.s.closedErr() == nil {
+		if c := b.t.s.boardCache(b.t.gen); c != nil {
+			if e, ok := c.lookup(key); ok && !e.gone && e.task != nil && e.task.ID == id && e.task.Status != store.TaskDeleted {
+				if err := store.ClaimRefusal(e.task); err != nil {
+					return store.Task{}, err
+				}
+			}
+		}
+	}
 	return b.claim(ctx, func(x *tx) (store.Task, error) { return store.ClaimTask(x, id, owner, b.t.s.now()) })
 }
 
