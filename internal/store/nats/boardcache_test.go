@@ -27,11 +27,7 @@ func TestLaggingCopyNeverHidesAHandBack(t *testing.T) {
 			defer func() { cacheCatchUp.Store(oldCatch); testHookCacheUpdate.Store(nil) }()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			srv, err := StartServer(ServerConfig{Port: -1, Dir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+			srv := startServer(t, "")
 			a, b := openStore(t, srv.ClientURL()), openStore(t, srv.ClientURL())
 			defer a.Close()
 			defer b.Close()

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	natsgo "github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/troupe-dev/troupe/internal/store"
 )
@@ -20,65 +18,11 @@ import (
 func TestReconnectRewindsInbox(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := StartServer(ServerConfig{Port: -1, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	s := openStore(t, srv.ClientURL())
-	defer s.Close()
-	tm, err := s.CreateTeam(ctx, store.Roster{Name: "t", Members: []store.Member{{Name: "alice"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mb := tm.Mailbox()
-	done, stop := context.WithCancel(ctx)
-	stop()
-	if _, err := mb.Receive(done, "alice"); err == nil {
-		t.Fatal("Receive on an empty inbox with an ended ctx returned no error")
-	}
-	nm := mb.(*mailbox)
+	srv, s, nm, done := aliceReading(ctx, t)
+	mb := store.Mailbox(nm)
 	r := nm.reader("alice")
 
-	// The reader stops pulling, and what the server pushes next goes
-	// nowhere: to the stopped pull, or to a fetch that drops it.
-	r.cc.Stop()
-	if _, err := mb.Send(ctx, store.Message{ID: "lost", From: "human", To: "alice", Content: "on the wire"}); err != nil {
-		t.Fatal(err)
-	}
-	nc, err := natsgo.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := js.Consumer(ctx, inboxStream, nm.consumer("alice"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second)); err == nil {
-		for range b.Messages() {
-		}
-	}
-	for {
-		info, err := cons.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.NumPending == 0 && info.NumAckPending == 1 {
-			break // delivered as far as the server knows, and never again
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("message never counted as delivered: %+v", info)
-		}
-		time.Sleep(10 * time.Millisecond) // a condition polled, not a wait for a result
-	}
-	if err := nm.consume(r, "alice"); err != nil {
-		t.Fatal(err)
-	}
+	loseOnTheWire(ctx, t, srv.ClientURL(), nm, r, "alice", store.Message{ID: "lost", From: "human", To: "alice", Content: "on the wire"})
 
 	// The connection breaks and comes back: the reader rewinds.
 	if err := s.Conn().ForceReconnect(); err != nil {
@@ -96,6 +40,10 @@ func TestReconnectRewindsInbox(t *testing.T) {
 	}
 	if again, err := mb.Receive(done, "alice"); len(again) != 0 {
 		t.Errorf("handed out again: %v (%v)", contents(again), err)
+	}
+	cons, err := s.inbox.Consumer(ctx, nm.consumer("alice"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	info, err := cons.Info(ctx)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats-server/v2/server"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -59,6 +60,27 @@ func loseOnTheWire(ctx context.Context, t *testing.T, url string, nm *mailbox, r
 	}
 }
 
+// aliceReading starts a server and a store with team t of member alice,
+// whose inbox a first Receive (of an empty inbox, with ended, an ended ctx)
+// has opened.
+func aliceReading(ctx context.Context, t *testing.T) (srv *server.Server, s *Store, nm *mailbox, ended context.Context) {
+	t.Helper()
+	srv = startServer(t, "")
+	s = openStore(t, srv.ClientURL())
+	t.Cleanup(func() { s.Close() })
+	tm, err := s.CreateTeam(ctx, store.Roster{Name: "t", Members: []store.Member{{Name: "alice"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nm = tm.Mailbox().(*mailbox)
+	ended, stop := context.WithCancel(ctx)
+	stop()
+	if _, err := nm.Receive(ended, "alice"); err == nil {
+		t.Fatal("Receive on an empty inbox with an ended ctx returned no error")
+	}
+	return srv, s, nm, ended
+}
+
 // TestStalledPushRestarts: a message stored in an inbox that the
 // consumer's push never brings is handed out once all the same, both to a
 // Receive that waits and, through the inbox's watch, to a reader that only
@@ -69,24 +91,8 @@ func TestStalledPushRestarts(t *testing.T) {
 	defer pushStall.Store(old)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := StartServer(ServerConfig{Port: -1, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	s := openStore(t, srv.ClientURL())
-	defer s.Close()
-	tm, err := s.CreateTeam(ctx, store.Roster{Name: "t", Members: []store.Member{{Name: "alice"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mb := tm.Mailbox()
-	nm := mb.(*mailbox)
-	ended, stop := context.WithCancel(ctx)
-	stop()
-	if _, err := mb.Receive(ended, "alice"); err == nil {
-		t.Fatal("Receive on an empty inbox with an ended ctx returned no error")
-	}
+	srv, _, nm, ended := aliceReading(ctx, t)
+	mb := store.Mailbox(nm)
 	r := nm.reader("alice")
 
 	t.Run("waiting receive", func(t *testing.T) {

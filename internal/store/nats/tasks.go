@@ -168,21 +168,12 @@ func (x *tx) IDs() ([]string, error) {
 // Two clients that pick the same id both expect the key never written, and
 // one of them loses the compare-and-set and runs its rule again.
 func (x *tx) NextID() (string, error) {
-	if x.next == 0 && x.cache != nil && !x.all {
-		// The copy keeps its highest id: no copy of the board per new
-		// task (a board of thousands was copied whole for each).
-		x.next = x.cache.highestID()
-		prefix := x.b.t.gen + ".t."
-		for k := range x.seen {
-			if id, ok := cutPrefix(k, prefix); ok {
-				x.next = max(x.next, store.TaskNum(id))
-			}
-		}
-		x.next++
-		return strconv.FormatUint(x.next, 10), nil
-	}
 	if x.next == 0 {
-		if err := x.load(); err != nil {
+		if x.cache != nil && !x.all {
+			// The copy keeps its highest id: no copy of the board per
+			// new task (a board of thousands was copied whole for each).
+			x.next = x.cache.highestID()
+		} else if err := x.load(); err != nil {
 			return "", err
 		}
 		prefix := x.b.t.gen + ".t."
