@@ -3,6 +3,7 @@ package team_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -283,5 +284,91 @@ rules:
 	}
 	if out := gitIn(t, remote, "log", "--format=%s", "main"); !strings.Contains(out, "Bob edits c") {
 		t.Errorf("the remote's main lacks bob's merge:\n%s", out)
+	}
+}
+
+// TestRemoteMemberEndsWithTeamDelete: a teammate on another machine
+// (RunMember in its own clone, as troupe agent --join runs it) ends by
+// itself when the lead deletes the team: TeamDelete's shutdown request
+// reaches it through the store, it approves once its turn is over, and its
+// runtime returns, without any cancel of its own.
+func TestRemoteMemberEndsWithTeamDelete(t *testing.T) {
+	src := t.TempDir()
+	gitInit(t, src, map[string]string{"a.txt": "one\n"})
+	remote := bareRemoteOf(t, src)
+	f := start(t, `
+rules:
+  - agent: team-lead
+    contains: "Go"
+    reply:
+      - tool_use: {name: TeamCreate, input: {team_name: rt}}
+      - tool_use: {name: TaskCreate, input: {subject: "Note it"}}
+      - tool_use: {name: Task, input: {team_name: rt, name: alice, description: a, prompt: "Wait.", isolation: remote, pool: p}}
+  - agent: team-lead
+    contains: "alice has noted it"
+    reply:
+      - tool_use: {name: TeamDelete, input: {force: true}}
+  - agent: team-lead
+    times: 0
+    reply: [{text: "ok"}]
+  - agent: alice
+    contains: "task #1: Note it"
+    reply:
+      - tool_use: {name: write_file, input: {path: note.txt, content: "noted\n"}}
+      - tool_use: {name: TaskUpdate, input: {taskId: "1", status: completed}}
+      - tool_use: {name: SendMessage, input: {recipient: team-lead, content: "alice has noted it"}}
+  - agent: alice
+    times: 0
+    reply: [{text: "done"}]
+`, withRemote(remote))
+	t.Setenv("GIT_AUTHOR_NAME", "t")
+	t.Setenv("GIT_AUTHOR_EMAIL", "t@t")
+	t.Setenv("GIT_COMMITTER_NAME", "t")
+	t.Setenv("GIT_COMMITTER_EMAIL", "t@t")
+	p, err := anthropic.New(anthropic.Config{APIKey: "test", BaseURL: f.srv.URL(), MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ready, ran := make(chan struct{}), make(chan error, 1)
+	go func() {
+		ran <- func() error {
+			a, err := team.WaitInPool(ctx, f.st, "p", "alice", func(string) { close(ready) })
+			if err != nil {
+				return err
+			}
+			tm, err := f.st.Team(ctx, a.Team)
+			if err != nil {
+				return err
+			}
+			dir, err := team.Join(ctx, tm, a.Name, filepath.Join(t.TempDir(), a.Name))
+			if err != nil {
+				return err
+			}
+			ws, err := tool.OpenWorkspace(dir)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			return team.RunMember(ctx, team.MemberConfig{Team: tm, Name: a.Name, Provider: p, Workspace: ws, Key: a.TeamKey})
+		}()
+	}()
+	<-ready
+	f.run("Go")
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatalf("the remote teammate's runtime ended with %v", err)
+		}
+	case <-ctx.Done():
+		reqs := f.requests("team-lead")
+		t.Fatalf("the remote teammate still runs after TeamDelete; the lead's last turn began:\n%s", lastUserTurn(t, reqs[len(reqs)-1]))
+	}
+	if !f.leadSaw("alice has noted it") {
+		t.Error("the lead never heard from alice")
+	}
+	if _, err := f.st.Team(context.Background(), "rt"); !errors.Is(err, store.ErrTeamNotFound) {
+		t.Errorf("team rt after TeamDelete: %v, want ErrTeamNotFound", err)
 	}
 }
