@@ -69,8 +69,12 @@ func (in *inbox) observe(f func()) {
 	in.lanes.obs.do(f)
 }
 
-// ackAfter acks the inbox up to id once every transcript line queued
-// before is durable.
+// ackAfter acks the inbox up to id once every transcript line and every
+// observation queued before is durable. The observations include the
+// status "working" of the wake that took the messages: until the ack, a
+// lead judging whether the team is done sees the messages waiting; after
+// it, the member working. Never idle with nothing to read while it works
+// (the lead would end the run under it).
 func (in *inbox) ackAfter(t store.Team, id string) {
 	ack := func() {
 		if err := t.Mailbox().Ack(context.Background(), in.name, id); err != nil {
@@ -81,8 +85,13 @@ func (in *inbox) ackAfter(t store.Team, id string) {
 		ack()
 		return
 	}
-	acks := in.lanes.acks
-	in.lanes.lines.do(func() { acks.do(ack) })
+	acks, observed := in.lanes.acks, in.lanes.obs.mark()
+	in.lanes.lines.do(func() {
+		acks.do(func() {
+			observed()
+			ack()
+		})
+	})
 }
 
 // settleLines returns once every observation and transcript line queued so
@@ -339,11 +348,19 @@ func (b *behind) run() {
 }
 
 // wait returns once every write queued before it is done.
-func (b *behind) wait() {
+func (b *behind) wait() { b.mark()() }
+
+// mark returns a wait for the writes queued so far, not for those queued
+// after.
+func (b *behind) mark() func() {
 	b.mu.Lock()
 	want := b.queued
-	for b.done < want {
-		b.cond.Wait()
-	}
 	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		for b.done < want {
+			b.cond.Wait()
+		}
+		b.mu.Unlock()
+	}
 }

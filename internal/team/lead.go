@@ -147,6 +147,20 @@ func (s *Session) assess(ctx context.Context, t store.Team) (assessment, error) 
 			return busy(name + " has mail to read")
 		}
 	}
+	// The mail was looked at after the roster was read: a member that took
+	// its mail in between wrote its status "working" before acking it
+	// (inbox.ackAfter), and a second read of the roster shows it.
+	if idleLive(live) {
+		again, err := t.ReadRoster(ctx)
+		if err != nil {
+			return assessment{}, err
+		}
+		for name, m := range live {
+			if now, ok := again.Member(name); m.Status == store.StatusIdle && ok && now.Status != store.StatusIdle {
+				return busy(name + " is " + now.Status)
+			}
+		}
+	}
 	board, err := t.Tasks().Board(ctx)
 	if err != nil {
 		return assessment{}, err
@@ -235,6 +249,16 @@ func (s *Session) assess(ctx context.Context, t store.Team) (assessment, error) 
 	}
 	sort.Strings(a.problems)
 	return a, nil
+}
+
+// idleLive reports whether any of live is idle.
+func idleLive(live map[string]store.Member) bool {
+	for _, m := range live {
+		if m.Status == store.StatusIdle {
+			return true
+		}
+	}
+	return false
 }
 
 func orNotOnTeam(how string) string {
