@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -210,5 +211,46 @@ func TestTaskLineAndAddTaskIDs(t *testing.T) {
 	got := AddTaskIDs([]string{"1"}, []string{"#2", " 1 ", "", "2", "3"})
 	if want := []string{"1", "2", "3"}; !slices.Equal(got, want) {
 		t.Errorf("AddTaskIDs = %v, want %v", got, want)
+	}
+}
+
+// TestSameMember: SameMember tells apart two members that differ in any
+// one field, as reflect.DeepEqual does, and covers every field of
+// Member (a field added to it must be added to memberFields).
+func TestSameMember(t *testing.T) {
+	if !memberFieldsKnown {
+		t.Fatalf("Member's fields are not memberFields %v: add the new field to memberFields and SameMember", memberFields)
+	}
+	base := Member{Name: "a", MCPServers: []string{"x"}, HeartbeatAt: time.Unix(1, 0).UTC(), JoinedAt: time.Unix(2, 0).UTC()}
+	if !SameMember(&base, &base) {
+		t.Fatal("a member is not the same as itself")
+	}
+	v := reflect.ValueOf(&base).Elem()
+	for i := range v.NumField() {
+		changed := base
+		changed.MCPServers = slices.Clone(base.MCPServers)
+		f := reflect.ValueOf(&changed).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(f.String() + "!")
+		case reflect.Int, reflect.Int64:
+			f.SetInt(f.Int() + 1)
+		case reflect.Float64:
+			f.SetFloat(f.Float() + 1)
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
+		case reflect.Slice:
+			f.Set(reflect.ValueOf([]string{"y"}))
+		case reflect.Struct:
+			f.Set(reflect.ValueOf(time.Unix(3, 0).UTC()))
+		default:
+			t.Fatalf("field %s of kind %s: the test cannot change it", v.Type().Field(i).Name, f.Kind())
+		}
+		if SameMember(&base, &changed) {
+			t.Errorf("members differing in %s are the same to SameMember", v.Type().Field(i).Name)
+		}
+		if reflect.DeepEqual(base, changed) {
+			t.Errorf("the test did not change %s", v.Type().Field(i).Name)
+		}
 	}
 }

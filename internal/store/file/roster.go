@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"reflect"
-	"slices"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/store"
@@ -102,13 +102,19 @@ func readLogHead(f *os.File) (rosterLog, error) {
 	return l, nil
 }
 
-// ReadRoster returns the team's roster.
+// ReadRoster returns the team's roster, heartbeats included (beats.go).
 func (t *Team) ReadRoster(ctx context.Context) (store.Roster, error) {
 	c, err := t.roster()
 	if err != nil {
 		return store.Roster{}, err
 	}
-	return c.r.Clone(), nil
+	beats, err := t.heartbeats()
+	if err != nil {
+		return store.Roster{}, err
+	}
+	r := c.r.Clone()
+	store.WithHeartbeats(&r, beats)
+	return r, nil
 }
 
 // roster returns the current roster, from the cache when config.json and
@@ -310,7 +316,28 @@ func (t *Team) updateBatch(batch []*rosterReq) error {
 	if err != nil {
 		return err
 	}
+	beats, err := t.heartbeats()
+	if err != nil {
+		return err
+	}
 	cur := c.r.Clone()
+	store.WithHeartbeats(&cur, beats)
+	// Changes of heartbeats alone go to the members' heartbeat files, not
+	// to the log; a heartbeat moved back drops the member's file. Both are
+	// done once the batch's lines are written, and the changes of
+	// heartbeats alone answered then.
+	var (
+		beat      map[string]time.Time
+		drop      []string
+		beatsOnly []*rosterReq
+	)
+	defer func() {
+		t.dropBeats(drop)
+		err := t.writeBeats(beat)
+		for _, q := range beatsOnly {
+			q.done <- err
+		}
+	}()
 	off, heartbeatsOnly := c.off, c.heartbeatsOnly
 	var lines []byte
 	var waiting []*rosterReq
@@ -340,8 +367,21 @@ func (t *Team) updateBatch(batch []*rosterReq) error {
 			q.done <- fmt.Errorf("update roster of team %s: %w", t.name, err)
 			continue
 		}
-		add, beats, ok := logLines(&cur, &next)
 		q.out = next
+		if fwd, ok := store.HeartbeatsForward(&cur, &next); ok {
+			if beat == nil {
+				beat = map[string]time.Time{}
+			}
+			maps.Copy(beat, fwd)
+			beatsOnly = append(beatsOnly, q)
+			cur = next
+			continue
+		}
+		for _, name := range store.HeartbeatsBack(&cur, &next) {
+			delete(beat, name)
+			drop = append(drop, name)
+		}
+		add, beats, ok := logLines(&cur, &next)
 		if ok && off+int64(len(lines)+len(add)) <= rosterLogBytes {
 			lines = append(lines, add...)
 			if !beats {
@@ -442,7 +482,7 @@ func logLines(cur, next *store.Roster) (lines []byte, beats, ok bool) {
 			if c.Name != n.Name {
 				return nil, false, false
 			}
-			if sameMember(c, n) {
+			if store.SameMember(c, n) {
 				continue
 			}
 			beats = beats && onlyHeartbeat(*c, *n)
@@ -512,41 +552,4 @@ func (s *Store) compactAll() {
 // written, so never folded).
 func teamOfKey(key string) (string, bool) {
 	return key, store.NamePattern.MatchString(key)
-}
-
-// memberFields are the fields of store.Member that sameMember compares.
-var memberFields = []string{"Name", "Role", "Model", "Provider", "BudgetTokens", "BudgetUSD", "MCPServers",
-	"AgentType", "Status", "PlanModeRequired", "PermissionMode", "CWD", "Worktree", "Branch", "MergeMode",
-	"Placement", "Key", "PID", "HeartbeatAt", "JoinedAt"}
-
-// memberFieldsKnown is true while store.Member has exactly memberFields:
-// a field added since makes sameMember fall back to reflection.
-var memberFieldsKnown = func() bool {
-	t := reflect.TypeFor[store.Member]()
-	if t.NumField() != len(memberFields) {
-		return false
-	}
-	for i, name := range memberFields {
-		if t.Field(i).Name != name {
-			return false
-		}
-	}
-	return true
-}()
-
-// sameMember reports whether a and b are the same record. logLines asks it
-// of every member on every change of the roster: field by field it costs
-// a few comparisons, where reflect.DeepEqual made a change of a large
-// team's roster cost milliseconds.
-func sameMember(a, b *store.Member) bool {
-	if !memberFieldsKnown {
-		return reflect.DeepEqual(*a, *b)
-	}
-	return a.Name == b.Name && a.Role == b.Role && a.Model == b.Model && a.Provider == b.Provider &&
-		a.BudgetTokens == b.BudgetTokens && a.BudgetUSD == b.BudgetUSD &&
-		slices.Equal(a.MCPServers, b.MCPServers) && (a.MCPServers == nil) == (b.MCPServers == nil) &&
-		a.AgentType == b.AgentType && a.Status == b.Status && a.PlanModeRequired == b.PlanModeRequired &&
-		a.PermissionMode == b.PermissionMode && a.CWD == b.CWD && a.Worktree == b.Worktree &&
-		a.Branch == b.Branch && a.MergeMode == b.MergeMode && a.Placement == b.Placement && a.Key == b.Key && a.PID == b.PID &&
-		a.HeartbeatAt == b.HeartbeatAt && a.JoinedAt == b.JoinedAt
 }

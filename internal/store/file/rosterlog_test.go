@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -244,43 +242,56 @@ func TestRosterReadRacingFold(t *testing.T) {
 	}
 }
 
-// TestSameMember: sameMember tells apart two members that differ in any
-// one field, as reflect.DeepEqual does, and covers every field of
-// store.Member (a field added to it must be added to memberFields).
-func TestSameMember(t *testing.T) {
-	if !memberFieldsKnown {
-		t.Fatalf("store.Member's fields are not memberFields %v: add the new field to memberFields and sameMember", memberFields)
+// TestBeatWritesNoRoster: a change of heartbeats alone sets the members'
+// heartbeat files and leaves config.json and roster.jsonl as they were, so
+// that a beat wakes no watcher of the team's directory; a change of status
+// is still logged.
+func TestBeatWritesNoRoster(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tm := newTestTeam(t, dir, "alice", "bob")
+	ctx := context.Background()
+	files := func() string {
+		var out []string
+		for _, name := range []string{"config.json", "roster.jsonl"} {
+			fi, err := os.Stat(tm.path(name))
+			if err != nil {
+				out = append(out, name+" "+err.Error())
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s %d %d", name, fi.Size(), fi.ModTime().UnixNano()))
+		}
+		return strings.Join(out, "; ")
 	}
-	base := store.Member{Name: "a", MCPServers: []string{"x"}, HeartbeatAt: time.Unix(1, 0).UTC(), JoinedAt: time.Unix(2, 0).UTC()}
-	if !sameMember(&base, &base) {
-		t.Fatal("a member is not the same as itself")
+	before := files()
+	at := time.Now().UTC().Add(time.Minute).Truncate(time.Microsecond)
+	if _, err := tm.UpdateRoster(ctx, func(r *store.Roster) error {
+		for i := range r.Members {
+			r.Members[i].HeartbeatAt = at
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
-	v := reflect.ValueOf(&base).Elem()
-	for i := range v.NumField() {
-		changed := base
-		changed.MCPServers = slices.Clone(base.MCPServers)
-		f := reflect.ValueOf(&changed).Elem().Field(i)
-		switch f.Kind() {
-		case reflect.String:
-			f.SetString(f.String() + "!")
-		case reflect.Int, reflect.Int64:
-			f.SetInt(f.Int() + 1)
-		case reflect.Float64:
-			f.SetFloat(f.Float() + 1)
-		case reflect.Bool:
-			f.SetBool(!f.Bool())
-		case reflect.Slice:
-			f.Set(reflect.ValueOf([]string{"y"}))
-		case reflect.Struct:
-			f.Set(reflect.ValueOf(time.Unix(3, 0).UTC()))
-		default:
-			t.Fatalf("field %s of kind %s: the test cannot change it", v.Type().Field(i).Name, f.Kind())
+	if after := files(); after != before {
+		t.Errorf("a beat changed the roster's files:\nbefore %s\nafter  %s", before, after)
+	}
+	for _, name := range []string{"alice", "bob"} {
+		fi, err := os.Stat(filepath.Join(dir, "teams", "t1", "beats", name))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if sameMember(&base, &changed) {
-			t.Errorf("members differing in %s are the same to sameMember", v.Type().Field(i).Name)
+		if !fi.ModTime().Equal(at) {
+			t.Errorf("%s's heartbeat file has mtime %v, want %v", name, fi.ModTime().UTC(), at)
 		}
-		if reflect.DeepEqual(base, changed) {
-			t.Errorf("the test did not change %s", v.Type().Field(i).Name)
-		}
+	}
+	if _, err := tm.UpdateRoster(ctx, func(r *store.Roster) error {
+		r.Members[0].Status = store.StatusWorking
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if after := files(); after == before {
+		t.Error("a change of status left the roster's files as they were")
 	}
 }

@@ -97,6 +97,9 @@ type Store struct {
 	swept      map[string]bool // teams whose stray temporary files were removed
 	closed     bool
 	done       chan struct{}
+
+	beatMu sync.Mutex
+	beats  map[string]*beatCache // key: team key (beats.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -134,6 +137,7 @@ func Open(stateDir string, opts Options) (*Store, error) {
 		opts:       opts,
 		readers:    make(map[string]*reader),
 		rosters:    make(map[string]*rosterCache),
+		beats:      make(map[string]*beatCache),
 		boards:     make(map[string]*boardSnap),
 		compacting: make(map[string]*time.Timer),
 		done:       make(chan struct{}),
@@ -314,6 +318,7 @@ func (s *Store) DeleteTeam(ctx context.Context, name string) error {
 		}
 	}
 	delete(s.rosters, n)
+	s.forgetBeats(n)
 	delete(s.boards, n)
 	s.mu.Unlock()
 	s.parsed.forgetTeam(n)
@@ -360,6 +365,7 @@ func (s *Store) ArchiveTeam(ctx context.Context, name string) (store.Archive, er
 		}
 	}
 	delete(s.rosters, n)
+	s.forgetBeats(n)
 	delete(s.boards, n)
 	s.mu.Unlock()
 	s.parsed.forgetTeam(n)

@@ -74,50 +74,6 @@ func (t *Team) readBeats(ctx context.Context) (map[string]time.Time, error) {
 	return out, nil
 }
 
-// withBeats sets each member's HeartbeatAt to its live heartbeat when that
-// is later than the one the roster holds (set by the member's last status
-// change).
-func withBeats(r *store.Roster, beats map[string]time.Time) {
-	for i := range r.Members {
-		if at, ok := beats[r.Members[i].Name]; ok && at.After(r.Members[i].HeartbeatAt) {
-			r.Members[i].HeartbeatAt = at
-		}
-	}
-}
-
-// beatOnly reports whether next differs from cur in heartbeats alone, and
-// then which members' heartbeats moved forward. A heartbeat moved back (a
-// member marked stale on purpose) is a real change of the roster.
-func beatOnly(cur, next store.Roster) (map[string]time.Time, bool) {
-	if len(cur.Members) != len(next.Members) {
-		return nil, false
-	}
-	fwd := map[string]time.Time{}
-	same := next.Clone()
-	for i := range same.Members {
-		c, n := cur.Members[i], same.Members[i]
-		if c.Name != n.Name {
-			return nil, false
-		}
-		switch {
-		case n.HeartbeatAt.After(c.HeartbeatAt):
-			fwd[n.Name] = n.HeartbeatAt
-		case n.HeartbeatAt.Before(c.HeartbeatAt):
-			return nil, false
-		}
-		same.Members[i].HeartbeatAt = c.HeartbeatAt
-	}
-	if len(fwd) == 0 {
-		return nil, false
-	}
-	a, err1 := json.Marshal(cur)
-	b, err2 := json.Marshal(same)
-	if err1 != nil || err2 != nil || string(a) != string(b) {
-		return nil, false
-	}
-	return fwd, true
-}
-
 // beat writes the heartbeat keys of members, each living for the store's
 // heartbeat TTL.
 func (t *Team) beat(ctx context.Context, members map[string]time.Time) error {
@@ -145,14 +101,10 @@ func (t *Team) beat(ctx context.Context, members map[string]time.Time) error {
 // forgetBeats drops the heartbeat keys of members whose heartbeat the
 // roster moved back, so that the roster's stale time is the one read.
 func (t *Team) forgetBeats(ctx context.Context, cur, next store.Roster) {
-	for _, n := range next.Members {
-		c, ok := cur.Member(n.Name)
-		if !ok || !n.HeartbeatAt.Before(c.HeartbeatAt) {
-			continue
-		}
+	for _, name := range store.HeartbeatsBack(&cur, &next) {
 		// A delete, not a purge: watchers tell it from an expiry.
-		if err := t.s.beats.Delete(ctx, beatKey(t.gen, n.Name)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			t.s.opts.Logger.Warn("nats store: drop heartbeat", "member", n.Name, "err", err)
+		if err := t.s.beats.Delete(ctx, beatKey(t.gen, name)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.s.opts.Logger.Warn("nats store: drop heartbeat", "member", name, "err", err)
 		}
 	}
 }

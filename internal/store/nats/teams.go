@@ -361,7 +361,7 @@ func (t *Team) ReadRoster(ctx context.Context) (store.Roster, error) {
 	if err != nil {
 		return store.Roster{}, err
 	}
-	withBeats(&r, beats)
+	store.WithHeartbeats(&r, beats)
 	return r, nil
 }
 
@@ -408,7 +408,7 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 		if err != nil {
 			return store.Roster{}, err
 		}
-		withBeats(&rec.Roster, beats)
+		store.WithHeartbeats(&rec.Roster, beats)
 		cur := rec.Roster
 		next := cur.Clone()
 		if err := fn(&next); err != nil {
@@ -421,7 +421,7 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 		if err := next.NormalizeMembers(); err != nil {
 			return store.Roster{}, fmt.Errorf("update roster of team %s: %w", t.name, err)
 		}
-		if fwd, ok := beatOnly(cur, next); ok {
+		if fwd, ok := store.HeartbeatsForward(&cur, &next); ok {
 			if err := t.beat(ctx, fwd); err != nil {
 				return store.Roster{}, err
 			}

@@ -219,6 +219,80 @@ var teamTests = map[string]func(*testing.T, Factory){
 }
 
 var rosterTests = map[string]func(*testing.T, Factory){
+	"Heartbeats": func(t *testing.T, f Factory) {
+		// A change of heartbeats alone (a backend may keep them apart from
+		// the roster) is read back by this client at once and by another
+		// soon; a later change of status keeps it; a heartbeat moved back
+		// (a member marked stale) is read as moved back.
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		tm := newTeam(t, s, "alice", "bob")
+		other := reopen(t, o, "t1")
+		base := time.Now().UTC().Truncate(time.Millisecond)
+		beatAt := func(at time.Time) func(*store.Roster) error {
+			return func(r *store.Roster) error {
+				m, _ := r.Member("alice")
+				m.HeartbeatAt = at
+				return nil
+			}
+		}
+		heartbeat := func(c store.Team) time.Time {
+			r := must[store.Roster](t)(c.ReadRoster(ctx))
+			m, _ := r.Member("alice")
+			return m.HeartbeatAt
+		}
+		// eventually waits until the other client reads want.
+		eventually := func(want time.Time, what string) {
+			t.Helper()
+			for got := heartbeat(other); !got.Equal(want); got = heartbeat(other) {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("%s: another client reads alice's heartbeat %v, want %v", what, got, want)
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}
+		t1 := base.Add(time.Second)
+		must[store.Roster](t)(tm.UpdateRoster(ctx, beatAt(t1)))
+		if got := heartbeat(tm); !got.Equal(t1) {
+			t.Fatalf("after a beat this client reads %v, want %v", got, t1)
+		}
+		eventually(t1, "after a beat")
+		r := must[store.Roster](t)(tm.ReadRoster(ctx))
+		if m, _ := r.Member("bob"); !m.HeartbeatAt.IsZero() {
+			t.Errorf("bob's heartbeat moved with alice's: %v", m.HeartbeatAt)
+		}
+		must[store.Roster](t)(tm.UpdateRoster(ctx, func(r *store.Roster) error {
+			m, _ := r.Member("alice")
+			if !m.HeartbeatAt.Equal(t1) {
+				return fmt.Errorf("the update sees alice's heartbeat %v, want %v", m.HeartbeatAt, t1)
+			}
+			m.Status = store.StatusWorking
+			return nil
+		}))
+		r = must[store.Roster](t)(other.ReadRoster(ctx))
+		if m, _ := r.Member("alice"); m.Status != store.StatusWorking || !m.HeartbeatAt.Equal(t1) {
+			t.Errorf("after a change of status another client reads alice %s at %v, want working at %v", m.Status, m.HeartbeatAt, t1)
+		}
+		stale := base.Add(-time.Hour)
+		must[store.Roster](t)(tm.UpdateRoster(ctx, beatAt(stale)))
+		if got := heartbeat(tm); !got.Equal(stale) {
+			t.Fatalf("after a heartbeat moved back this client reads %v, want %v", got, stale)
+		}
+		eventually(stale, "after a heartbeat moved back")
+		t2 := base.Add(2 * time.Second)
+		must[store.Roster](t)(other.UpdateRoster(ctx, beatAt(t2)))
+		if got := heartbeat(other); !got.Equal(t2) {
+			t.Fatalf("after a second beat the beating client reads %v, want %v", got, t2)
+		}
+		for got := heartbeat(tm); !got.Equal(t2); got = heartbeat(tm) {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("after a second beat the first client reads %v, want %v", got, t2)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	},
 	"InPlaceEditsKept": func(t *testing.T, f Factory) {
 		// An update that edits the roster's slices in place (a persona
 		// cast to a member, a member's MCP servers) is kept like any
