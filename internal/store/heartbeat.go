@@ -68,10 +68,30 @@ func HeartbeatsForward(cur, next *Roster) (map[string]time.Time, bool) {
 
 // HeartbeatsBack returns the members whose heartbeat next moves back from
 // cur's: their kept heartbeats are to be dropped.
+//
+// It is asked on every change of the roster, so it costs one pass: a
+// member is looked for at its own index first (a change keeps the order),
+// and by name only when a change moved it.
 func HeartbeatsBack(cur, next *Roster) []string {
-	var back []string
-	for _, n := range next.Members {
-		if c, ok := cur.Member(n.Name); ok && n.HeartbeatAt.Before(c.HeartbeatAt) {
+	var (
+		back   []string
+		byName map[string]*Member
+	)
+	for i := range next.Members {
+		n := &next.Members[i]
+		var c *Member
+		if i < len(cur.Members) && cur.Members[i].Name == n.Name {
+			c = &cur.Members[i]
+		} else {
+			if byName == nil {
+				byName = make(map[string]*Member, len(cur.Members))
+				for j := range cur.Members {
+					byName[cur.Members[j].Name] = &cur.Members[j]
+				}
+			}
+			c = byName[n.Name]
+		}
+		if c != nil && n.HeartbeatAt.Before(c.HeartbeatAt) {
 			back = append(back, n.Name)
 		}
 	}

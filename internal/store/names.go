@@ -26,14 +26,34 @@ var NamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,39}$`)
 // NormalizeName folds name to lower case, maps the lead alias to LeadName and
 // checks it against NamePattern.
 func NormalizeName(name string) (string, error) {
+	if validName(name) && name != LeadAlias {
+		return name, nil // already normal: every roster change checks every member's name
+	}
 	n := strings.ToLower(strings.TrimSpace(name))
 	if n == LeadAlias {
 		n = LeadName
 	}
-	if !NamePattern.MatchString(n) {
+	if !validName(n) {
 		return "", fmt.Errorf("%w: %q (want %s)", ErrInvalidName, name, NamePattern)
 	}
 	return n, nil
+}
+
+// validName is NamePattern.MatchString without the regexp machinery.
+func validName(n string) bool {
+	if len(n) == 0 || len(n) > 40 {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // NormalizeMemberName is NormalizeName for a name to put on a roster: the
@@ -70,10 +90,11 @@ func ResolveMember(r *Roster, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, v := range r.Names() {
-		if v == n {
-			return n, nil
-		}
+	if n == LeadName {
+		return n, nil
+	}
+	if _, ok := r.Member(n); ok {
+		return n, nil
 	}
 	return "", fmt.Errorf("%w %q in team %s (members: %s)", ErrUnknownMember, name, r.Name, strings.Join(r.Recipients(), ", "))
 }

@@ -254,3 +254,50 @@ func TestSameMember(t *testing.T) {
 		}
 	}
 }
+
+func TestHeartbeatsBack(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 7, 0, 0, 0, time.UTC)
+	roster := func(ms ...Member) *Roster { return &Roster{Members: ms} }
+	m := func(name string, beat time.Duration) Member { return Member{Name: name, HeartbeatAt: t0.Add(beat)} }
+	cur := roster(m("a", 10*time.Second), m("b", 10*time.Second), m("c", 10*time.Second))
+	for _, tc := range []struct {
+		name string
+		next *Roster
+		want []string
+	}{
+		{"unchanged", roster(m("a", 10*time.Second), m("b", 10*time.Second), m("c", 10*time.Second)), nil},
+		{"forward", roster(m("a", 20*time.Second), m("b", 10*time.Second), m("c", 10*time.Second)), nil},
+		{"back in place", roster(m("a", 10*time.Second), m("b", 0), m("c", 10*time.Second)), []string{"b"}},
+		{"back after a reorder", roster(m("c", 0), m("a", 10*time.Second), m("b", 5*time.Second)), []string{"c", "b"}},
+		{"a new member and one removed", roster(m("a", 0), m("d", 0), m("c", 10*time.Second)), []string{"a"}},
+	} {
+		if got := HeartbeatsBack(cur, tc.next); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: HeartbeatsBack = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// validName is NamePattern without the regexp: the two agree on every
+// string of up to three characters from an alphabet of each kind of
+// character, and at the length limit.
+func TestValidNameIsNamePattern(t *testing.T) {
+	alphabet := []string{"a", "z", "Z", "0", "9", ".", "_", "-", " ", "/", "\n", "é"}
+	var names []string
+	var grow func(prefix string, n int)
+	grow = func(prefix string, n int) {
+		names = append(names, prefix)
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			grow(prefix+c, n-1)
+		}
+	}
+	grow("", 3)
+	names = append(names, strings.Repeat("a", 40), strings.Repeat("a", 41), "a"+strings.Repeat("-", 39), "a"+strings.Repeat("-", 40))
+	for _, n := range names {
+		if got, want := validName(n), NamePattern.MatchString(n); got != want {
+			t.Errorf("validName(%q) = %v, NamePattern says %v", n, got, want)
+		}
+	}
+}

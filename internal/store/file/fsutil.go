@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
-
-	"github.com/gofrs/flock"
 )
 
 // writeFileAtomic replaces path with data: temp file in the same directory,
@@ -44,7 +42,7 @@ func writeFileAtomic(path string, data []byte) error {
 
 // syncDir makes a directory's entries (creations, renames, removals) durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
+	d, err := openFile(dir, os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
@@ -56,12 +54,21 @@ func syncDir(dir string) error {
 }
 
 // fileLock is an exclusive lock held across goroutines of this process (the
-// mutex) and across processes (flock on the lock file). gofrs/flock alone
-// is not enough in-process: a Flock value already locked by one goroutine
-// returns at once for another.
+// mutex) and across processes (flock(2) on the lock file). flock alone is
+// not enough in-process: it is per open file, and a second goroutine would
+// need its own descriptor.
+//
+// The lock file is opened for each hold and closed to release it, with
+// raw system calls: an os.File would try to register the descriptor with
+// the netpoller and set its flags each time (six more calls; every store
+// change takes a lock, and a team of 1000 took ~36 of them per member to
+// spawn one). A descriptor kept open across holds would save the open, but
+// it would lock a file gone from the path once the team's directory is
+// archived, while another process locks the new one.
 type fileLock struct {
-	mu sync.Mutex
-	fl *flock.Flock
+	mu   sync.Mutex
+	path string
+	fd   int
 }
 
 func (l *fileLock) lock(ctx context.Context) error {
@@ -69,9 +76,9 @@ func (l *fileLock) lock(ctx context.Context) error {
 		return err
 	}
 	l.mu.Lock()
-	if err := l.fl.Lock(); err != nil {
+	if err := l.acquire(syscall.LOCK_EX); err != nil {
 		l.mu.Unlock()
-		return fmt.Errorf("lock %s: %w", l.fl.Path(), err)
+		return err
 	}
 	return nil
 }
@@ -82,14 +89,55 @@ func (l *fileLock) tryLock() (bool, error) {
 	if !l.mu.TryLock() {
 		return false, nil
 	}
-	ok, err := l.fl.TryLock()
-	if err != nil || !ok {
-		l.mu.Unlock()
-		if err != nil {
-			return false, fmt.Errorf("lock %s: %w", l.fl.Path(), err)
+	err := l.acquire(syscall.LOCK_EX | syscall.LOCK_NB)
+	if err == nil {
+		return true, nil
+	}
+	l.mu.Unlock()
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return false, nil
+	}
+	return false, err
+}
+
+// acquire opens the lock file and flocks it with how; l.mu is held.
+func (l *fileLock) acquire(how int) error {
+	fd, err := retryEINTR(func() (int, error) {
+		return syscall.Open(l.path, syscall.O_CREAT|syscall.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	})
+	if err != nil {
+		return fmt.Errorf("lock %s: %w", l.path, &fs.PathError{Op: "open", Path: l.path, Err: err})
+	}
+	if _, err := retryEINTR(func() (int, error) { return 0, syscall.Flock(fd, how) }); err != nil {
+		syscall.Close(fd)
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return err
+		}
+		return fmt.Errorf("lock %s: %w", l.path, err)
+	}
+	l.fd = fd
+	return nil
+}
+
+// openFile is os.OpenFile for a file the store reads or writes with
+// blocking calls (all of them): os.OpenFile would try to register each
+// descriptor with the netpoller, and fail for a regular file, at every
+// append, lock and fsync of a directory.
+func openFile(path string, flag int, perm uint32) (*os.File, error) {
+	fd, err := retryEINTR(func() (int, error) { return syscall.Open(path, flag|syscall.O_CLOEXEC, perm) })
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+func retryEINTR(f func() (int, error)) (int, error) {
+	for {
+		n, err := f()
+		if !errors.Is(err, syscall.EINTR) {
+			return n, err
 		}
 	}
-	return ok, nil
 }
 
 // lockUnavailable reports whether err says a lock file cannot be created or
@@ -100,7 +148,8 @@ func lockUnavailable(err error) bool {
 }
 
 func (l *fileLock) unlock() {
-	_ = l.fl.Unlock() // closing the descriptor releases it anyway
+	syscall.Close(l.fd) // closing the only descriptor releases the flock
+	l.fd = -1
 	l.mu.Unlock()
 }
 
@@ -118,7 +167,7 @@ func (ls *locks) get(path string) *fileLock {
 	}
 	l, ok := ls.m[path]
 	if !ok {
-		l = &fileLock{fl: flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR))}
+		l = &fileLock{path: path, fd: -1}
 		ls.m[path] = l
 	}
 	return l
@@ -158,9 +207,9 @@ func appendLine(path string, line []byte, check func(size int64) error) error {
 // out and gets its error in errs. err is the failure of the whole write
 // (every line not refused shares it).
 func appendLines(path string, lines [][]byte, checks []func(size int64) error) (errs []error, err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	f, err := openFile(path, os.O_RDWR|os.O_APPEND, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		if f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
+		if f, err = openFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
 			err = syncDir(filepath.Dir(path))
 		}
 	}

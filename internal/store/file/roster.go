@@ -295,7 +295,7 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 	if err := <-r.done; err != nil {
 		return store.Roster{}, err
 	}
-	return r.out.Clone(), nil
+	return r.out, nil // the caller's own: the batch cloned it and kept no reference
 }
 
 // rosterReq is one UpdateRoster waiting in a group commit: the changes
@@ -305,7 +305,7 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 // returns only once its change is durable.
 type rosterReq struct {
 	fn   func(*store.Roster) error
-	out  store.Roster
+	out  store.Roster // a clone the batch shares with nothing it keeps
 	done chan error
 }
 
