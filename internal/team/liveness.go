@@ -56,9 +56,13 @@ func beat(ctx context.Context, t store.Team, names func() []string, onErr func(e
 			continue
 		}
 		now := time.Now().UTC()
+		beating := make(map[string]bool, len(ns))
+		for _, n := range ns {
+			beating[n] = true
+		}
 		_, err := t.UpdateRoster(ctx, func(r *store.Roster) error {
-			for _, n := range ns {
-				if m, ok := r.Member(n); ok && m.Status != store.StatusShutdown {
+			for i := range r.Members {
+				if m := &r.Members[i]; beating[m.Name] && m.Status != store.StatusShutdown {
 					m.HeartbeatAt = now
 				}
 			}
