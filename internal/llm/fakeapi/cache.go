@@ -1,10 +1,8 @@
 package fakeapi
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -169,44 +167,48 @@ type prefixPoint struct {
 }
 
 // prefixes hashes every prefix of blocks. cache_control is left out of the
-// hash, so moving a breakpoint does not change what it marks.
+// hash, so moving a breakpoint does not change what it marks. Only the
+// prefixes a lookup can ask for (up to lookback blocks before a
+// breakpoint) get a key; the others are counted for their tokens alone.
 func prefixes(model string, blocks []cacheBlock) []prefixPoint {
+	keyed := make([]bool, len(blocks))
+	for i, b := range blocks {
+		if b.ttl > 0 {
+			for j := max(0, i-lookback); j <= i; j++ {
+				keyed[j] = true
+			}
+		}
+	}
 	h := sha256.New()
 	h.Write([]byte(model))
 	out := make([]prefixPoint, len(blocks))
 	size := 0
+	var data, sum []byte
 	for i, b := range blocks {
-		data := canonical(b)
+		data = canonicalTo(data[:0], b)
 		size += len(data)
 		if b.role != "" {
-			fmt.Fprintf(h, "\x00message:%s", b.role)
+			h.Write([]byte("\x00message:" + b.role))
 		}
-		fmt.Fprintf(h, "\x00%s\x00", strings.SplitN(b.path, ".", 2)[0])
+		section, _, _ := strings.Cut(b.path, ".")
+		h.Write([]byte("\x00" + section + "\x00"))
 		h.Write(data)
-		out[i] = prefixPoint{key: hex.EncodeToString(h.Sum(nil)), tokens: size / 4, ttl: b.ttl}
+		out[i] = prefixPoint{tokens: size / 4, ttl: b.ttl}
+		if keyed[i] {
+			sum = h.Sum(sum[:0])
+			out[i].key = hex.EncodeToString(sum)
+		}
 	}
 	return out
 }
 
-// canonical is a block's JSON without its cache_control, keys sorted.
-func canonical(b cacheBlock) []byte {
-	v := b.value
+// canonicalTo appends a block's JSON without its cache_control, keys
+// sorted, to buf.
+func canonicalTo(buf []byte, b cacheBlock) []byte {
 	if b.owner != nil {
-		if _, ok := b.owner["cache_control"]; ok {
-			c := make(map[string]any, len(b.owner))
-			for k, x := range b.owner {
-				if k != "cache_control" {
-					c[k] = x
-				}
-			}
-			v = c
-		}
+		return appendCanonical(buf, b.owner, "cache_control")
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v) // decoded from JSON: encodes back
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return appendCanonical(buf, b.value, "")
 }
 
 // CachePoint is what one breakpoint of a call did in the simulated cache.
