@@ -13,12 +13,18 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
 
 // helperEnv makes the test binary a stand-in troupe process (runHelper).
-const helperEnv = "SHELL_TEST_HELPER_RECORDS"
+// With helperUnrecordedEnv, it stops before recording its command, which
+// writes its child's pid to a file in that directory.
+const (
+	helperEnv           = "SHELL_TEST_HELPER_RECORDS"
+	helperUnrecordedEnv = "SHELL_TEST_HELPER_UNRECORDED"
+)
 
 // runHelper starts a command whose background children would outlive a
 // killed bash, records it in the directory named by helperEnv, prints the
@@ -29,6 +35,12 @@ func runHelper() {
 		os.Exit(1)
 	}
 	cmd := `sleep 1000 & a=$!; setsid sleep 1000 & b=$!; echo "$$ $a $b"; wait`
+	if dir := os.Getenv(helperUnrecordedEnv); dir != "" {
+		// Stop between the command's start and its record, for ever: the
+		// test kills this process there.
+		testHookStarted = func() { select {} }
+		cmd = `sleep 1000 & echo $! > ` + dir + `/child.tmp; mv ` + dir + `/child.tmp ` + dir + `/child; wait`
+	}
 	p, err := Start(context.Background(), Options{Command: cmd, Stream: os.Stdout})
 	if err != nil {
 		fmt.Println("error", err)
@@ -85,6 +97,47 @@ func TestSetsidChildKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertGone(t, 0, pidsOf(t, got.Output))
+}
+
+// TestKill9BeforeRecord: a troupe killed after a command started and
+// before it recorded the command's group leaves nothing behind either: the
+// command's cgroup was told to the watchdog before the fork.
+func TestKill9BeforeRecord(t *testing.T) {
+	if c, err := Containment(); c != "cgroup" {
+		t.Skipf("commands are contained by their process group only here, and a kill in that window can leave a child: %v", err)
+	}
+	dir := t.TempDir()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helper := exec.Command(exe, "-test.run=^$")
+	helper.Env = append(os.Environ(), helperEnv+"="+t.TempDir(), helperUnrecordedEnv+"="+dir)
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var child int
+	deadline := time.Now().Add(10 * time.Second)
+	for child == 0 {
+		if data, err := os.ReadFile(filepath.Join(dir, "child")); err == nil {
+			child, _ = strconv.Atoi(strings.TrimSpace(string(data)))
+			break
+		}
+		if time.Now().After(deadline) {
+			helper.Process.Kill()
+			helper.Wait()
+			t.Fatal("the command never wrote its child's pid")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if child <= 0 {
+		helper.Process.Kill()
+		helper.Wait()
+		t.Fatal("the command wrote no pid")
+	}
+	helper.Process.Kill()
+	helper.Wait()
+	assertGone(t, 0, []int{child})
 }
 
 // TestKill9LeavesNoProcess: when the troupe process dies by SIGKILL, the

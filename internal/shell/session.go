@@ -215,7 +215,7 @@ func (s *Session) ensure() error {
 		outR.Close()
 		return fmt.Errorf("start shell session: %w", err)
 	}
-	tracked.add(Group{Pgid: cmd.Process.Pid, Start: readStart(cmd.Process.Pid), Command: "troupe shell session"})
+	tracked.add(Group{Pgid: cmd.Process.Pid, Start: readStart(cmd.Process.Pid), Command: "troupe shell session"}, 0)
 	chunks, stop := make(chan []byte, 16), make(chan struct{})
 	go func() {
 		defer close(chunks)

@@ -146,14 +146,18 @@ func Start(ctx context.Context, opts Options) (*Process, error) {
 	}
 	cmd := newCmd()
 	cg, cgDir, inCgroup := newCgroup()
+	reserved := 0
 	if inCgroup {
 		intoCgroup(cmd, cgDir)
+		reserved = tracked.reserve(cg)
 	}
 	exited, err := launch(cmd)
 	if inCgroup {
 		cgDir.Close()
 		if err != nil {
 			// The hierarchy refused the command; run it without.
+			tracked.release(reserved)
+			reserved = 0
 			cgroupRemove(cg)
 			disableCgroups()
 			cg = ""
@@ -162,14 +166,18 @@ func Start(ctx context.Context, opts Options) (*Process, error) {
 		}
 	}
 	if err != nil {
+		tracked.release(reserved)
 		pr.Close()
 		pw.Close()
 		return nil, fmt.Errorf("start command: %w", err)
 	}
 	pw.Close()
+	if testHookStarted != nil {
+		testHookStarted()
+	}
 
 	p := &Process{pid: cmd.Process.Pid, cgroup: cg, done: make(chan struct{}), stopReq: make(chan struct{})}
-	tracked.add(Group{Pgid: p.pid, Start: readStart(p.pid), Cgroup: cg, Command: describeCommand(opts.Command)})
+	tracked.add(Group{Pgid: p.pid, Start: readStart(p.pid), Cgroup: cg, Command: describeCommand(opts.Command)}, reserved)
 	buf := NewBuffer(opts.OutputCap)
 	var out io.Writer = buf
 	if opts.Stream != nil {
@@ -183,6 +191,10 @@ func Start(ctx context.Context, opts Options) (*Process, error) {
 	go p.supervise(ctx, opts, cmd, pr, buf, copied, exited)
 	return p, nil
 }
+
+// testHookStarted, when a test sets it, runs between a command's start and
+// its record: the window reserve covers.
+var testHookStarted func()
 
 // launch starts cmd and waits for it in a goroutine locked to its OS
 // thread until the command has exited: the parent-death signal is tied

@@ -17,8 +17,10 @@ type tracker struct{}
 
 var tracked tracker
 
-func (tracker) add(Group)  {}
-func (tracker) remove(int) {}
+func (tracker) reserve(string) int { return 0 }
+func (tracker) release(int)        {}
+func (tracker) add(Group, int)     {}
+func (tracker) remove(int)         {}
 
 // SetRecordDir records nothing on this platform.
 func SetRecordDir(string) error { return nil }

@@ -43,11 +43,12 @@ type record struct {
 // kill -9 included). Pdeathsig kills only a command's bash; the watchdog
 // gets the processes bash started.
 type tracker struct {
-	mu     sync.Mutex
-	dir    string
-	groups map[int]Group
-	wd     *os.File // write end of the watchdog's stdin; nil until needed
-	wrote  bool     // this process's record in dir is there
+	mu       sync.Mutex
+	dir      string
+	groups   map[int]Group
+	wd       *os.File // write end of the watchdog's stdin; nil until needed
+	wrote    bool     // this process's record in dir is there
+	reserved int      // the last key reserve handed out (negative)
 }
 
 var tracked = &tracker{groups: map[int]Group{}}
@@ -79,11 +80,41 @@ func SetRecordDir(dir string) error {
 	return tracked.writeLocked()
 }
 
-func (t *tracker) add(g Group) {
+// reserve tells the watchdog of cg, the cgroup made for a command about
+// to start, under a key of its own (negative: there is no process group
+// yet), and returns the key for add or release. A command is in its
+// cgroup from its first instruction, so a troupe killed between the fork
+// and add still has everything the command started killed: add comes
+// after the fork, and a command can start children before it.
+func (t *tracker) reserve(cg string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.reserved--
+	t.tellLocked(fmt.Sprintf("+ %d %s\n", t.reserved, cg))
+	return t.reserved
+}
+
+// release forgets a reservation whose command did not start.
+func (t *tracker) release(key int) {
+	if key == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.tellLocked(fmt.Sprintf("- %d\n", key))
+}
+
+// add records a started command's group; reserved, when not 0, is the
+// reservation of its cgroup, which the group takes over.
+func (t *tracker) add(g Group, reserved int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.groups[g.Pgid] = g
-	t.tellLocked(fmt.Sprintf("+ %d %s\n", g.Pgid, g.Cgroup))
+	line := fmt.Sprintf("+ %d %s\n", g.Pgid, g.Cgroup)
+	if reserved != 0 {
+		line += fmt.Sprintf("- %d\n", reserved) // after the group's line: the cgroup is never untold
+	}
+	t.tellLocked(line)
 	_ = t.writeLocked() // a missing record costs a crash's cleanup, not the command
 }
 
