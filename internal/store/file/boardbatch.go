@@ -69,7 +69,7 @@ func (b *tasks) commitBatch(batch []*boardReq) {
 			q.done <- err
 			continue
 		}
-		if len(x.dirty) == 1 && len(x.removed) == 0 && x.hwm == "" && x.cache[x.dirty[0]] != nil {
+		if len(x.dirty) == 1 && len(x.removed) == 0 && x.cache[x.dirty[0]] != nil {
 			id := x.dirty[0]
 			if _, ok := staged[id]; !ok {
 				order = append(order, id)

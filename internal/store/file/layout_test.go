@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -66,7 +67,7 @@ func TestLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	team := filepath.Join(dir, "teams", "t1")
-	for _, f := range []string{"config.json", "inbox/alice.jsonl", "tasks/1.json", "tasks/.highwatermark",
+	for _, f := range []string{"config.json", "inbox/alice.jsonl", "tasks/1.json",
 		"tasks/.lock", "events.jsonl", "transcripts/alice.jsonl"} {
 		if _, err := os.Stat(filepath.Join(team, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
@@ -84,9 +85,12 @@ func TestLayout(t *testing.T) {
 	if line["id"] != m.ID {
 		t.Errorf("id %v, want %s", line["id"], m.ID)
 	}
-	if got := read(t, filepath.Join(team, "tasks/.highwatermark")); got != "1\n" {
-		t.Errorf(".highwatermark = %q", got)
+	// The high-water mark is written when a task goes: before that the
+	// task files hold the highest id.
+	if _, err := os.Stat(filepath.Join(team, "tasks/.highwatermark")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf(".highwatermark before any task was deleted: %v", err)
 	}
+
 	ev := read(t, filepath.Join(team, "events.jsonl"))
 	for _, want := range []string{`"type":"spawn"`, `"team":"t1"`, `"agent":"alice"`, `"ts":`} {
 		if !strings.Contains(ev, want) {
@@ -115,6 +119,17 @@ func TestLayout(t *testing.T) {
 	}
 	if tk, err := tm.Tasks().Create(ctx, store.Task{Subject: "next"}); err != nil || tk.ID != "11" {
 		t.Errorf("Create after a hand-written 10 = %v, %v", tk.ID, err)
+	}
+	// Deleting the highest task writes the mark, and its id is not given
+	// again.
+	if _, err := tm.Tasks().Update(ctx, "11", func(t *store.Task) error { t.Status = store.TaskDeleted; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, filepath.Join(team, "tasks/.highwatermark")); got != "11\n" {
+		t.Errorf(".highwatermark = %q", got)
+	}
+	if tk, err := tm.Tasks().Create(ctx, store.Task{Subject: "after"}); err != nil || tk.ID != "12" {
+		t.Errorf("Create after deleting 11 = %v, %v", tk.ID, err)
 	}
 }
 

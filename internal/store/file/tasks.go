@@ -45,7 +45,7 @@ type tx struct {
 	// staged are the tasks written by the earlier transactions of a group
 	// commit, not yet in their files (nil outside one).
 	staged map[string]*store.Task
-	hwm    string // the id NextID gave out, written at commit
+	hwm    string // the id NextID gave out last (this transaction's next one is past it)
 }
 
 // do runs fn under the board lock and commits what it changed, in a group
@@ -179,10 +179,8 @@ func (x *tx) commit() error {
 	if err := x.b.logChange(append(slices.Clip(x.dirty), x.removed...)); err != nil {
 		return fmt.Errorf("task board of team %s: %w", x.b.t.name, err)
 	}
-	if x.hwm != "" {
-		if err := writeFileAtomic(x.b.t.path("tasks", ".highwatermark"), []byte(x.hwm+"\n")); err != nil {
-			return fmt.Errorf("task board of team %s: %w", x.b.t.name, err)
-		}
+	if err := x.keepHighWater(); err != nil {
+		return fmt.Errorf("task board of team %s: %w", x.b.t.name, err)
 	}
 	var in intent
 	for _, id := range x.dirty {
@@ -250,6 +248,28 @@ func (x *tx) Put(t store.Task) {
 	}
 }
 
+// keepHighWater makes tasks/.highwatermark at least the highest id this
+// transaction removes, before any file goes: a created task's own file
+// holds its id, and only a removal can take the highest id off the board.
+// (Written at every creation, it cost each one a file, two fsyncs and a
+// rename, and kept creations out of the group commit.)
+func (x *tx) keepHighWater() error {
+	var hi uint64
+	for _, id := range x.removed {
+		hi = max(hi, store.TaskNum(id))
+	}
+	if hi == 0 {
+		return nil
+	}
+	path := x.b.t.path("tasks", ".highwatermark")
+	if data, err := os.ReadFile(path); err == nil {
+		if n, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 63); err == nil && n >= hi {
+			return nil
+		}
+	}
+	return writeFileAtomic(path, []byte(strconv.FormatUint(hi, 10)+"\n"))
+}
+
 // Remove records task id to be removed at commit.
 func (x *tx) Remove(id string) {
 	x.cache[id] = nil
@@ -258,14 +278,21 @@ func (x *tx) Remove(id string) {
 }
 
 // IDs returns the ids of the board's task files, and of the tasks this
-// transaction (or an unfinished intent) adds, in numeric order.
+// transaction, the group commit it is in or an unfinished intent adds, in
+// numeric order.
 func (x *tx) IDs() ([]string, error) {
 	ids, err := x.b.ids()
 	if err != nil {
 		return nil, err
 	}
 	added := false
-	for _, id := range append(slices.Clip(x.extra), x.dirty...) {
+	more := append(slices.Clip(x.extra), x.dirty...)
+	for id, t := range x.staged {
+		if t != nil {
+			more = append(more, id) // made by an earlier change of the group commit
+		}
+	}
+	for _, id := range more {
 		if !slices.Contains(ids, id) {
 			ids = append(ids, id)
 			added = true
@@ -278,8 +305,8 @@ func (x *tx) IDs() ([]string, error) {
 }
 
 // NextID returns one past the highest id of the task files and of
-// tasks/.highwatermark, which keeps the highest id ever given out (so that
-// a deleted task's id is not given again); commit writes it.
+// tasks/.highwatermark, which keeps the highest id of a removed task (so
+// that a deleted task's id is not given again).
 func (x *tx) NextID() (string, error) {
 	ids, err := x.IDs()
 	if err != nil {

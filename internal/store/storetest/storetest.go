@@ -448,6 +448,46 @@ var taskTests = map[string]func(*testing.T, Factory){
 		_, err = tasks.Create(ctx, store.Task{})
 		wantErr(t, err, store.ErrInvalidTask)
 	},
+	"ConcurrentCreatesDistinctIDs": func(t *testing.T, f Factory) {
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		newTeam(t, s)
+		boards := []store.Tasks{reopen(t, o, "t1").Tasks(), reopen(t, o, "t1").Tasks()}
+		const workers, each = 8, 6
+		var (
+			wg  sync.WaitGroup
+			mu  sync.Mutex
+			ids = map[string]string{}
+		)
+		for w := range workers {
+			wg.Go(func() {
+				for i := range each {
+					subject := fmt.Sprintf("w%d-%d", w, i)
+					tk, err := boards[w%2].Create(ctx, store.Task{Subject: subject})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					if other, dup := ids[tk.ID]; dup {
+						t.Errorf("id %s given to %s and to %s", tk.ID, other, subject)
+					}
+					ids[tk.ID] = subject
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		list := must[[]store.Task](t)(boards[0].List(ctx))
+		if len(list) != workers*each {
+			t.Fatalf("%d tasks on the board after %d concurrent creates", len(list), workers*each)
+		}
+		for i, tk := range list {
+			if want := fmt.Sprint(i + 1); tk.ID != want || ids[tk.ID] != tk.Subject {
+				t.Errorf("task %d: %s %q, want id %s (%q)", i, tk.ID, tk.Subject, want, ids[want])
+			}
+		}
+	},
 	"IDsNotReused": func(t *testing.T, f Factory) {
 		_, s := open(t, f)
 		ctx := ctxFor(t)
