@@ -102,11 +102,9 @@ func (l *fileLock) tryLock() (bool, error) {
 
 // acquire opens the lock file and flocks it with how; l.mu is held.
 func (l *fileLock) acquire(how int) error {
-	fd, err := retryEINTR(func() (int, error) {
-		return syscall.Open(l.path, syscall.O_CREAT|syscall.O_RDWR|syscall.O_CLOEXEC, 0o600)
-	})
+	fd, err := openFD(l.path, syscall.O_CREAT|syscall.O_RDWR, 0o600)
 	if err != nil {
-		return fmt.Errorf("lock %s: %w", l.path, &fs.PathError{Op: "open", Path: l.path, Err: err})
+		return fmt.Errorf("lock %s: %w", l.path, err)
 	}
 	if _, err := retryEINTR(func() (int, error) { return 0, syscall.Flock(fd, how) }); err != nil {
 		syscall.Close(fd)
@@ -124,11 +122,20 @@ func (l *fileLock) acquire(how int) error {
 // descriptor with the netpoller, and fail for a regular file, at every
 // append, lock and fsync of a directory.
 func openFile(path string, flag int, perm uint32) (*os.File, error) {
-	fd, err := retryEINTR(func() (int, error) { return syscall.Open(path, flag|syscall.O_CLOEXEC, perm) })
+	fd, err := openFD(path, flag, perm)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
 	return os.NewFile(uintptr(fd), path), nil
+}
+
+// openFD opens path close-on-exec with a raw open(2).
+func openFD(path string, flag int, perm uint32) (int, error) {
+	fd, err := retryEINTR(func() (int, error) { return syscall.Open(path, flag|syscall.O_CLOEXEC, perm) })
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return fd, nil
 }
 
 func retryEINTR(f func() (int, error)) (int, error) {

@@ -261,13 +261,22 @@ func (x *tx) keepHighWater() error {
 	if hi == 0 {
 		return nil
 	}
-	path := x.b.t.path("tasks", ".highwatermark")
-	if data, err := os.ReadFile(path); err == nil {
-		if n, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 63); err == nil && n >= hi {
-			return nil
-		}
+	if x.b.highWater() >= hi {
+		return nil
 	}
-	return writeFileAtomic(path, []byte(strconv.FormatUint(hi, 10)+"\n"))
+	return writeFileAtomic(x.b.highWaterPath(), []byte(strconv.FormatUint(hi, 10)+"\n"))
+}
+
+func (b *tasks) highWaterPath() string { return b.t.path("tasks", ".highwatermark") }
+
+// highWater is the id in tasks/.highwatermark, 0 when there is none.
+func (b *tasks) highWater() uint64 {
+	data, err := os.ReadFile(b.highWaterPath())
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 63)
+	return n
 }
 
 // Remove records task id to be removed at commit.
@@ -316,15 +325,7 @@ func (x *tx) NextID() (string, error) {
 	if len(ids) > 0 {
 		next = store.TaskNum(ids[len(ids)-1])
 	}
-	if data, err := os.ReadFile(x.b.t.path("tasks", ".highwatermark")); err == nil {
-		if n, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 63); err == nil && n > next {
-			next = n
-		}
-	}
-	if n := store.TaskNum(x.hwm); n > next {
-		next = n
-	}
-	next++
+	next = max(next, x.b.highWater(), store.TaskNum(x.hwm)) + 1
 	x.hwm = strconv.FormatUint(next, 10)
 	return x.hwm, nil
 }
