@@ -257,22 +257,20 @@ func (m *Member) claim(ctx context.Context, list func() ([]store.Task, error)) (
 		if next = 0; len(cands) > 0 {
 			next = rand.IntN(min(len(cands), claimSpread))
 		}
-		if m.st.announce != nil {
-			// The list may be a moment old: a task another member took
-			// since is passed over on one read of its file, not after
-			// telling the lead (a send, an fsync) that it is being taken.
-			if cur, err := m.cfg.Team.Tasks().Get(ctx, t.ID); err != nil || cur.Claimable() != nil || !roleFits(cur, me) {
-				if err != nil && !errors.Is(err, store.ErrTaskNotFound) {
-					return nil, err
-				}
-				continue
-			}
-			if err := m.st.announce(ctx, t); err != nil {
-				return nil, fmt.Errorf("tell the lead before taking task #%s: %w", t.ID, err)
-			}
-		}
 		got, err := m.cfg.Team.Tasks().Claim(ctx, t.ID, m.name)
 		if err == nil {
+			// Seed 004: the lead hears of the task before any work on it
+			// starts. The notice follows the claim, not the other way
+			// round: members woken by one change race for the same tasks,
+			// and a notice sent before a claim that then loses would tell
+			// the lead of a task the member never takes (with 50 members,
+			// seven notices per task).
+			if m.st.announce != nil {
+				if err := m.st.announce(ctx, got); err != nil {
+					m.release(ctx, got.ID)
+					return nil, fmt.Errorf("tell the lead before working on task #%s: %w", got.ID, err)
+				}
+			}
 			m.emit(ctx, teamevent.Claim{Task: got.ID, Owner: m.name, Subject: got.Subject})
 			return &got, nil
 		}

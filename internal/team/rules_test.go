@@ -1,6 +1,7 @@
 package team_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,5 +175,60 @@ rules:
 	turn := lastUserTurn(t, f.requests("committer")[1])
 	if !strings.Contains(strings.ToLower(turn), "moriarty") {
 		t.Errorf("the refusal does not name the word: %s", turn)
+	}
+}
+
+// TestRacingMembersAnnounceOnlyWhatTheyTake: seed 004's notice to the lead
+// ("I am taking task #N") comes from the member that took the task, once
+// per task, however many members raced for it. Members woken by the same
+// board change go for the same tasks; a notice sent before the claim would
+// tell the lead of tasks the sender then lost.
+func TestRacingMembersAnnounceOnlyWhatTheyTake(t *testing.T) {
+	t.Parallel()
+	const tasks, members = 40, 8
+	var b strings.Builder
+	b.WriteString("rules:\n  - agent: team-lead\n    contains: \"Race\"\n    reply:\n")
+	b.WriteString("      - tool_use: {name: TeamCreate, input: {team_name: race}}\n")
+	for i := 1; i <= tasks; i++ {
+		fmt.Fprintf(&b, "      - tool_use: {name: TaskCreate, input: {subject: \"Task %d\"}}\n", i)
+	}
+	for i := 1; i <= members; i++ {
+		fmt.Fprintf(&b, "      - tool_use: {name: Task, input: {team_name: race, name: w%d, description: worker, prompt: \"Work the board.\"}}\n", i)
+	}
+	b.WriteString(`  - agent: team-lead
+    times: 0
+    reply: [{text: "ok"}]
+  - regex: 'You claimed task #(\d+)'
+    times: 0
+    reply:
+      - tool_use: {name: TaskUpdate, input: {taskId: "${1}", status: completed}}
+  - times: 0
+    reply: [{text: "ok"}]
+`)
+	f := start(t, b.String())
+	f.run("Race")
+	owner := map[string]string{}
+	notices := map[string][]string{}
+	for _, e := range f.journal() {
+		switch {
+		case e.Type == "claim":
+			owner[e.Fields["task"].(string)] = e.Fields["owner"].(string)
+		case e.Type == "send":
+			if s, _ := e.Fields["summary"].(string); strings.HasPrefix(s, "taking task #") {
+				id := strings.TrimPrefix(s, "taking task #")
+				notices[id] = append(notices[id], e.Fields["from"].(string))
+			}
+		}
+	}
+	if len(owner) != tasks {
+		t.Fatalf("%d tasks claimed, want %d", len(owner), tasks)
+	}
+	for id, who := range owner {
+		if got := notices[id]; len(got) != 1 || got[0] != who {
+			t.Errorf("task #%s, taken by %s: the lead was told it is taken by %v", id, who, got)
+		}
+	}
+	if len(notices) != tasks {
+		t.Errorf("notices for %d tasks, want %d", len(notices), tasks)
 	}
 }
