@@ -2,9 +2,7 @@ package file
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 
 	"github.com/troupe-dev/troupe/internal/store"
 )
@@ -93,53 +91,20 @@ func (b *tasks) commitBatch(batch []*boardReq) {
 
 // writeStaged makes the staged tasks durable in their files: see
 // tasks.run.
-func (b *tasks) writeStaged(staged map[string]*store.Task, order []string) (err error) {
+func (b *tasks) writeStaged(staged map[string]*store.Task, order []string) error {
 	if err := b.logChange(order); err != nil {
 		return fmt.Errorf("task board of team %s: %w", b.t.name, err)
 	}
-	type temp struct {
-		f  *os.File
-		id string
-	}
-	var temps []temp
-	renamed := 0
-	defer func() {
-		for i, t := range temps {
-			t.f.Close() // again after a close: harmless
-			if err != nil && i >= renamed {
-				os.Remove(t.f.Name())
-			}
-		}
-	}()
-	for _, id := range order {
-		data, err := store.MarshalTask(staged[id])
-		if err != nil {
+	paths := make([]string, len(order))
+	data := make([][]byte, len(order))
+	for i, id := range order {
+		var err error
+		if data[i], err = store.MarshalTask(staged[id]); err != nil {
 			return err
 		}
-		f, err := os.CreateTemp(b.dir(), "."+id+".json.tmp*")
-		if err != nil {
-			return fmt.Errorf("write task %s: %w", id, err)
-		}
-		temps = append(temps, temp{f, id})
-		if _, err := f.Write(data); err != nil {
-			return fmt.Errorf("write task %s: %w", id, err)
-		}
+		paths[i] = b.file(id)
 	}
-	for _, t := range temps {
-		if err := t.f.Sync(); err != nil {
-			return fmt.Errorf("write task %s: %w", t.id, err)
-		}
-		if err := t.f.Close(); err != nil {
-			return fmt.Errorf("write task %s: %w", t.id, err)
-		}
-	}
-	for _, t := range temps {
-		if err := os.Rename(t.f.Name(), b.file(t.id)); err != nil {
-			return errors.Join(fmt.Errorf("write task %s: %w", t.id, err), syncDir(b.dir()))
-		}
-		renamed++
-	}
-	if err := syncDir(b.dir()); err != nil {
+	if err := replaceFiles(b.dir(), paths, data); err != nil {
 		return err
 	}
 	b.t.s.hub.notify(tasksKey(b.t.key))

@@ -255,7 +255,7 @@ func (r *reader) load() error {
 // loadCursor returns the cursor of an inbox if the line it names is still
 // where it says, else the zero cursor (the file was cleared since).
 func loadCursor(cursorPath, inboxPath string) (cursor, error) {
-	data, err := os.ReadFile(cursorPath)
+	data, _, err := readStable(cursorPath, true)
 	if errors.Is(err, fs.ErrNotExist) {
 		return cursor{}, nil
 	}
@@ -460,7 +460,7 @@ func (r *reader) writeCursor(c cursor) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(r.mb.cursorOf(r.member), append(data, '\n')); err != nil {
+	if err := replaceFile(r.mb.cursorOf(r.member), append(data, '\n')); err != nil {
 		return fmt.Errorf("write cursor of %s: %w", r.member, err)
 	}
 	r.cur = c

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -150,18 +149,26 @@ func (b *tasks) replayIntent() error {
 }
 
 func (b *tasks) apply(in *intent) error {
-	for i := range in.Write {
-		data, err := store.MarshalTask(&in.Write[i])
-		if err != nil {
-			return err
+	if len(in.Write) > 0 {
+		paths := make([]string, len(in.Write))
+		data := make([][]byte, len(in.Write))
+		for i := range in.Write {
+			var err error
+			if data[i], err = store.MarshalTask(&in.Write[i]); err != nil {
+				return err
+			}
+			paths[i] = b.file(in.Write[i].ID)
 		}
-		if err := writeFileAtomic(b.file(in.Write[i].ID), data); err != nil {
-			return fmt.Errorf("write task %s: %w", in.Write[i].ID, err)
+		if err := replaceFiles(b.dir(), paths, data); err != nil {
+			return err
 		}
 	}
 	for _, id := range in.Remove {
 		b.t.s.parsed.drop(taskKey(b.t.key, id))
 		if err := os.Remove(b.file(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove task %s: %w", id, err)
+		}
+		if err := os.Remove(sparePath(b.file(id))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove task %s: %w", id, err)
 		}
 	}
@@ -229,7 +236,7 @@ func (x *tx) Get(id string) (store.Task, error) {
 		x.cache[id] = &c
 		return c, nil
 	}
-	t, err := x.b.read(id)
+	t, err := x.b.read(id, true)
 	if errors.Is(err, store.ErrTaskNotFound) {
 		x.cache[id] = nil
 	}
@@ -331,8 +338,9 @@ func (x *tx) NextID() (string, error) {
 }
 
 // read loads one task file, or its cached parse if the file has not
-// changed since.
-func (b *tasks) read(id string) (store.Task, error) {
+// changed since. A file being replaced (see spare.go) is waited for and
+// read again with wait, and is errBusy without.
+func (b *tasks) read(id string, wait bool) (store.Task, error) {
 	if !store.ValidTaskID(id) {
 		return store.Task{}, fmt.Errorf("task %q: %w", id, store.ErrTaskNotFound)
 	}
@@ -347,7 +355,7 @@ func (b *tasks) read(id string) (store.Task, error) {
 	key := taskKey(b.t.key, id)
 	t, ok := b.t.s.parsed.get(key, fi)
 	if !ok {
-		if t, err = b.parse(path, id, key); err != nil {
+		if t, err = b.parse(path, id, key, wait); err != nil {
 			return store.Task{}, err
 		}
 	}
@@ -359,20 +367,11 @@ func (b *tasks) read(id string) (store.Task, error) {
 
 // parse reads and parses task file path, and caches the result under the
 // version of the file it was read from.
-func (b *tasks) parse(path, id, key string) (store.Task, error) {
-	f, err := os.Open(path)
+func (b *tasks) parse(path, id, key string, wait bool) (store.Task, error) {
+	data, fi, err := readStable(path, wait)
 	if errors.Is(err, fs.ErrNotExist) {
 		return store.Task{}, fmt.Errorf("task %s: %w", id, store.ErrTaskNotFound)
 	}
-	if err != nil {
-		return store.Task{}, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return store.Task{}, err
-	}
-	data, err := io.ReadAll(f)
 	if err != nil {
 		return store.Task{}, err
 	}
@@ -500,7 +499,7 @@ func (b *tasks) getUnlocked(id string) (t store.Task, ok bool) {
 	if _, err := os.Lstat(intent); !errors.Is(err, fs.ErrNotExist) {
 		return store.Task{}, false
 	}
-	t, err := b.read(id)
+	t, err := b.read(id, false)
 	if err != nil {
 		return store.Task{}, false
 	}
@@ -632,7 +631,7 @@ func (b *tasks) claimRefused(id string) error {
 	if _, err := os.Lstat(b.t.path("tasks", ".intent")); !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	t, err := b.read(id)
+	t, err := b.read(id, false)
 	if errors.Is(err, store.ErrTaskNotFound) {
 		return err
 	}

@@ -1,0 +1,25 @@
+package file
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+var errExchangeUnsupported = errors.New("rename exchange unsupported")
+
+// exchange swaps the files at a and b atomically.
+func exchange(a, b string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
+		return errExchangeUnsupported
+	case errors.Is(err, unix.ENOENT):
+		return fs.ErrNotExist
+	}
+	return &os.LinkError{Op: "exchange", Old: a, New: b, Err: err}
+}

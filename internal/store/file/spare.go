@@ -1,0 +1,222 @@
+package file
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+)
+
+// Task files and inbox cursors are replaced through a spare:
+// tasks/.<id>.json.spare holds a task file's previous version
+// (inbox/.<member>.cursor.spare a cursor's). A change writes the new
+// version into the spare, fsyncs it and swaps it with the file in one
+// atomic rename (renameat2 with RENAME_EXCHANGE), so the old version becomes
+// the next spare. A temporary file renamed over the file gives readers the
+// same, but it makes an inode and frees one at every write. On ext4 without
+// a journal (the bench machine's) the allocator then checks every recently
+// freed inode of the group before it takes one: creating a file there cost
+// 0.3-0.7 ms, and a third of the CPU of claims went to it. A file swapped
+// with its spare makes no inode after its second write.
+//
+// The spare is the inode a reader may still be reading: a reader that
+// opened the file just before it was swapped out reads the spare. So the
+// spare is written only under an exclusive flock taken without waiting,
+// and readers without the lock read under a shared one (readStable): a
+// writer that finds the spare being read writes a temporary file instead,
+// and a reader that finds its file being written, or no longer at its
+// path once read, reads it again (or under the board lock). Every write of
+// a task file is made under the board lock, and of a cursor under its
+// inbox's lock.
+//
+// A crash leaves the file whole (the swap is atomic) and at most a spare
+// with a version that never became the file's: a spare is never read.
+
+// noExchange is set once the file system refuses RENAME_EXCHANGE: the spare
+// is then renamed over the task file, and made again at the next write.
+var noExchange atomic.Bool
+
+// errBusy is a read without the lock that met its file being replaced:
+// read it again, or under the lock.
+var errBusy = errors.New("file replaced while it was read")
+
+func sparePath(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".spare")
+}
+
+// replacement is one file's new version, written and not yet in place.
+type replacement struct {
+	path string
+	f    *os.File // the spare or a temporary file, holding the new version
+	temp bool
+}
+
+// stage writes data for path into its spare, or into a temporary file
+// while a reader holds the spare.
+func stage(path string, data []byte) (*replacement, error) {
+	f, err := openFile(sparePath(path), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	r := &replacement{path: path, f: f}
+	if err := flockFile(f, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+		}
+		if r.f, err = os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*"); err != nil {
+			return nil, err
+		}
+		r.temp = true
+	}
+	if _, err := r.f.WriteAt(data, 0); err != nil {
+		r.abort()
+		return nil, err
+	}
+	if err := r.f.Truncate(int64(len(data))); err != nil {
+		r.abort()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *replacement) sync() error { return r.f.Sync() }
+
+// commit puts the new version in place; the directory still needs an
+// fsync for the change to be durable.
+func (r *replacement) commit() error {
+	defer r.f.Close() // after the exchange: the lock kept readers out until then
+	from := r.f.Name()
+	if !r.temp && !noExchange.Load() {
+		err := exchange(from, r.path)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, fs.ErrNotExist):
+			// A new file: the spare becomes it (the next write makes a
+			// spare again).
+		case errors.Is(err, errExchangeUnsupported):
+			noExchange.Store(true)
+		default:
+			return err
+		}
+	}
+	return os.Rename(from, r.path)
+}
+
+// abort drops a replacement that will not be committed. A spare keeps what
+// was written into it: it is never read.
+func (r *replacement) abort() {
+	r.f.Close()
+	if r.temp {
+		os.Remove(r.f.Name())
+	}
+}
+
+// replaceFiles gives each path its data, durably (see above): every new
+// version written and fsynced, then each put in place, then the directory
+// fsynced once. A failure before the first commit leaves every file as it
+// was; one after it leaves the files before it changed and the others not.
+func replaceFiles(dir string, paths []string, data [][]byte) (err error) {
+	rs := make([]*replacement, 0, len(paths))
+	done := 0
+	defer func() {
+		for _, r := range rs[done:] {
+			r.abort()
+		}
+	}()
+	for i, path := range paths {
+		r, err := stage(path, data[i])
+		if err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		rs = append(rs, r)
+	}
+	for _, r := range rs {
+		if err := r.sync(); err != nil {
+			return fmt.Errorf("write %s: %w", r.path, err)
+		}
+	}
+	for _, r := range rs {
+		err := r.commit()
+		done++
+		if err != nil {
+			return errors.Join(fmt.Errorf("write %s: %w", r.path, err), syncDir(dir))
+		}
+	}
+	return syncDir(dir)
+}
+
+// replaceFile is replaceFiles for one file.
+func replaceFile(path string, data []byte) error {
+	return replaceFiles(filepath.Dir(path), []string{path}, [][]byte{data})
+}
+
+// readStable reads the file at path without the board lock: under a shared
+// flock (no writer rewrites it meanwhile), and only if it is still the file
+// at path once read. Otherwise it returns errBusy, or, with wait, waits for
+// the writer and reads the file now at path. fi is the identity of the
+// file read.
+func readStable(path string, wait bool) (data []byte, fi fs.FileInfo, err error) {
+	for range maxRereads {
+		data, fi, err = readOnce(path, wait)
+		if !wait || !errors.Is(err, errBusy) {
+			break
+		}
+	}
+	return data, fi, err
+}
+
+// maxRereads bounds the reads of a file replaced again and again while it
+// is read (each replacement is a write and an fsync: it cannot go on).
+const maxRereads = 100
+
+func readOnce(path string, wait bool) ([]byte, fs.FileInfo, error) {
+	f, err := openFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	how := syscall.LOCK_SH
+	if !wait {
+		how |= syscall.LOCK_NB
+	}
+	if err := flockFile(f, how); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, nil, errBusy
+		}
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	if afterRead != nil {
+		afterRead(path)
+	}
+	now, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) && wait {
+		return nil, nil, err // removed since
+	}
+	if err != nil || !os.SameFile(fi, now) {
+		return nil, nil, errBusy
+	}
+	return data, fi, nil
+}
+
+// afterRead, when set (by tests), runs between a read and the check that
+// the file is still at its path.
+var afterRead func(path string)
+
+func flockFile(f *os.File, how int) error {
+	_, err := retryEINTR(func() (int, error) { return 0, syscall.Flock(int(f.Fd()), how) })
+	return err
+}

@@ -1,0 +1,173 @@
+package file
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/troupe-dev/troupe/internal/store"
+)
+
+// spareTeam is a team on a fresh store with task #1, and the path of its file.
+func spareTeam(t *testing.T) (store.Team, string) {
+	t.Helper()
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	tm, err := s.CreateTeam(ctx, store.Roster{Name: "sp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tm.Tasks().Create(ctx, store.Task{Subject: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	return tm, filepath.Join(s.Dir(), "teams", "sp", "tasks", "1.json")
+}
+
+func setSubject(t *testing.T, tm store.Team, subject string) {
+	t.Helper()
+	if _, err := tm.Tasks().Update(context.Background(), "1", func(x *store.Task) error { x.Subject = subject; return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ino(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// TestSpareIsReused: a task's changes swap two files, its own and its
+// spare, instead of making a file and freeing one each time.
+func TestSpareIsReused(t *testing.T) {
+	tm, path := spareTeam(t)
+	setSubject(t, tm, "two") // makes the spare
+	a := ino(t, path)
+	setSubject(t, tm, "three")
+	if noExchange.Load() {
+		t.Skip("this file system refuses RENAME_EXCHANGE: every change renames a new file")
+	}
+	b := ino(t, path)
+	if ino(t, sparePath(path)) != a {
+		t.Fatal("the version replaced did not become the spare")
+	}
+	setSubject(t, tm, "four")
+	if got := ino(t, path); got != a || ino(t, sparePath(path)) != b {
+		t.Fatalf("the task file is inode %d after three changes, want %d (its spare's)", got, a)
+	}
+	got, err := tm.Tasks().Get(context.Background(), "1")
+	if err != nil || got.Subject != "four" {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+}
+
+// TestSpareReadByReaderIsNotOverwritten: a reader that opened the task file
+// before it was replaced keeps reading the version it opened, although
+// that file is now the spare the next change would write into.
+func TestSpareReadByReaderIsNotOverwritten(t *testing.T) {
+	tm, path := spareTeam(t)
+	setSubject(t, tm, "two")
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := flockFile(f, syscall.LOCK_SH); err != nil { // as readStable does
+		t.Fatal(err)
+	}
+	setSubject(t, tm, "three") // f is now the spare
+	setSubject(t, tm, "four")  // must not write into f
+	got := make([]byte, len(want)+100)
+	n, _ := f.ReadAt(got, 0)
+	if string(got[:n]) != string(want) {
+		t.Fatalf("the reader's file changed under it:\n got %s\nwant %s", got[:n], want)
+	}
+	if cur, err := tm.Tasks().Get(context.Background(), "1"); err != nil || cur.Subject != "four" {
+		t.Fatalf("Get = %+v, %v", cur, err)
+	}
+}
+
+// TestReadStable: a read without the lock gives up on a file being written
+// (or waits for it), and on one replaced while it was read.
+func TestReadStable(t *testing.T) {
+	tm, path := spareTeam(t)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := flockFile(f, syscall.LOCK_EX); err != nil { // a writer's lock
+		t.Fatal(err)
+	}
+	if _, _, err := readStable(path, false); !errors.Is(err, errBusy) {
+		t.Fatalf("read of a file being written: %v, want errBusy", err)
+	}
+	f.Close()
+	if _, _, err := readStable(path, false); err != nil {
+		t.Fatal(err)
+	}
+
+	// Replaced between the read and the check: busy, or read again.
+	replaced, busy := 0, false
+	afterRead = func(string) {
+		if replaced < 2 && !busy { // not for the update's own reads
+			busy = true
+			setSubject(t, tm, "changed")
+			busy = false
+			replaced++
+		}
+	}
+	t.Cleanup(func() { afterRead = nil })
+	if _, _, err := readStable(path, false); !errors.Is(err, errBusy) {
+		t.Fatalf("read of a file replaced meanwhile: %v, want errBusy", err)
+	}
+	data, _, err := readStable(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task, err := store.ParseTask(data); err != nil || task.Subject != "changed" {
+		t.Fatalf("read again: %+v, %v", task, err)
+	}
+	if replaced != 2 {
+		t.Fatalf("%d replacements, want 2", replaced)
+	}
+}
+
+// TestSpareNeverRead: a spare holding anything (a change that crashed
+// before its exchange) is neither read nor reported, and the next change
+// writes over it; removing the task removes its spare.
+func TestSpareNeverRead(t *testing.T) {
+	tm, path := spareTeam(t)
+	if err := os.WriteFile(sparePath(path), []byte(`{"id": "1", "subj`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	b, err := tm.Tasks().Board(ctx)
+	if err != nil || len(b.Tasks) != 1 || len(b.Corrupt) != 0 || b.Tasks[0].Subject != "one" {
+		t.Fatalf("Board = %+v, %v", b, err)
+	}
+	setSubject(t, tm, "two")
+	if got, err := tm.Tasks().Get(ctx, "1"); err != nil || got.Subject != "two" {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+	if _, err := tm.Tasks().Update(ctx, "1", func(x *store.Task) error { x.Status = store.TaskDeleted; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, sparePath(path)} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after the task was removed: %v", p, err)
+		}
+	}
+}
