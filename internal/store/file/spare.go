@@ -58,7 +58,7 @@ type replacement struct {
 // stage writes data for path into its spare, or into a temporary file
 // while a reader holds the spare.
 func stage(path string, data []byte) (*replacement, error) {
-	f, err := openFile(sparePath(path), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := openFile(sparePath(path), os.O_RDWR|os.O_CREATE, 0o600) // as os.CreateTemp made them
 	if err != nil {
 		return nil, err
 	}

@@ -68,6 +68,11 @@ func TestSpareIsReused(t *testing.T) {
 	if err != nil || got.Subject != "four" {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
+	for _, p := range []string{path, sparePath(path)} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s: mode %v, %v; want it private to its owner, as before the spares", p, fi.Mode(), err)
+		}
+	}
 }
 
 // TestSpareReadByReaderIsNotOverwritten: a reader that opened the task file

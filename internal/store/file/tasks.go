@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/troupe-dev/troupe/internal/store"
 )
@@ -322,15 +323,24 @@ func (x *tx) IDs() ([]string, error) {
 
 // NextID returns one past the highest id of the task files and of
 // tasks/.highwatermark, which keeps the highest id of a removed task (so
-// that a deleted task's id is not given again).
+// that a deleted task's id is not given again), and of the tasks this
+// transaction, the group commit it is in or an unfinished intent adds. It
+// needs the highest id alone: the names are not sorted (IDs sorts them).
 func (x *tx) NextID() (string, error) {
-	ids, err := x.IDs()
+	next, err := x.b.highestID()
 	if err != nil {
 		return "", err
 	}
-	var next uint64
-	if len(ids) > 0 {
-		next = store.TaskNum(ids[len(ids)-1])
+	for _, id := range x.extra {
+		next = max(next, store.TaskNum(id))
+	}
+	for _, id := range x.dirty {
+		next = max(next, store.TaskNum(id))
+	}
+	for id, t := range x.staged {
+		if t != nil {
+			next = max(next, store.TaskNum(id))
+		}
 	}
 	next = max(next, x.b.highWater(), store.TaskNum(x.hwm)) + 1
 	x.hwm = strconv.FormatUint(next, 10)
@@ -384,6 +394,29 @@ func (b *tasks) parse(path, id, key string, wait bool) (store.Task, error) {
 	}
 	b.t.s.parsed.put(key, fi, t)
 	return t, nil
+}
+
+// highestID returns the highest id of the task files (0: none).
+func (b *tasks) highestID() (uint64, error) {
+	d, err := openFile(b.dir(), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("team %s: %w", b.t.name, store.ErrTeamNotFound)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return 0, err
+	}
+	var hi uint64
+	for _, name := range names {
+		if id, ok := strings.CutSuffix(name, ".json"); ok && store.ValidTaskID(id) {
+			hi = max(hi, store.TaskNum(id))
+		}
+	}
+	return hi, nil
 }
 
 // ids returns the ids of the task files, in numeric order.
