@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -166,15 +165,16 @@ func (mb *mailbox) appendSend(ctx context.Context, to string, line []byte, check
 // readCursorOffset returns the acked offset recorded for an inbox of size
 // bytes (0 if there is none or it cannot hold).
 func readCursorOffset(path string, size int64) int64 {
-	data, err := os.ReadFile(path)
+	slots, err := readSlots(path)
 	if err != nil {
 		return 0
 	}
-	var c cursor
-	if json.Unmarshal(data, &c) != nil || c.Offset < 0 || c.Offset > size {
-		return 0
+	for _, c := range slots {
+		if c.Offset <= size {
+			return c.Offset
+		}
 	}
-	return c.Offset
+	return 0
 }
 
 // Broadcast sends m to every recipient but its sender.
@@ -255,23 +255,41 @@ func (r *reader) load() error {
 // loadCursor returns the cursor of an inbox if the line it names is still
 // where it says, else the zero cursor (the file was cleared since).
 func loadCursor(cursorPath, inboxPath string) (cursor, error) {
-	data, _, err := readStable(cursorPath, true)
+	slots, err := readSlots(cursorPath)
 	if errors.Is(err, fs.ErrNotExist) {
 		return cursor{}, nil
 	}
 	if err != nil {
 		return cursor{}, err
 	}
-	var c cursor
-	if json.Unmarshal(data, &c) != nil || c.Offset <= 0 || c.Len <= 0 || c.Len > c.Offset {
-		return cursor{}, nil
+	for _, s := range slots {
+		if s.Offset == 0 {
+			return cursor{}, nil // the newest says: nothing acked
+		}
+		ok, err := namesLine(s.cursor, inboxPath)
+		if err != nil {
+			return cursor{}, err
+		}
+		if ok {
+			return s.cursor, nil
+		}
+	}
+	return cursor{}, nil
+}
+
+// namesLine reports whether c names a line of the inbox at inboxPath: the
+// line ending at its offset has its length and hash (else the file was
+// cleared or compacted since, or c is a torn write).
+func namesLine(c cursor, inboxPath string) (bool, error) {
+	if c.Offset <= 0 || c.Len <= 0 || c.Len > c.Offset {
+		return false, nil
 	}
 	f, err := os.Open(inboxPath)
 	if errors.Is(err, fs.ErrNotExist) {
-		return cursor{}, nil
+		return false, nil
 	}
 	if err != nil {
-		return cursor{}, err
+		return false, err
 	}
 	defer f.Close()
 	start := c.Offset - c.Len
@@ -280,19 +298,16 @@ func loadCursor(cursorPath, inboxPath string) (cursor, error) {
 	}
 	buf := make([]byte, c.Offset-start)
 	if _, err := f.ReadAt(buf, start); err != nil {
-		return cursor{}, nil // shorter than the cursor: cleared
+		return false, nil // shorter than the cursor: cleared
 	}
 	line := buf
 	if c.Offset-c.Len > 0 {
 		if buf[0] != '\n' {
-			return cursor{}, nil
+			return false, nil
 		}
 		line = buf[1:]
 	}
-	if lineSum(line) != c.Sum {
-		return cursor{}, nil
-	}
-	return c, nil
+	return lineSum(line) == c.Sum, nil
 }
 
 // scanLines calls fn for each complete line of data (newline included) with
@@ -456,11 +471,7 @@ func (r *reader) commit(at cursor) error {
 }
 
 func (r *reader) writeCursor(c cursor) error {
-	data, err := json.Marshal(c)
-	if err != nil {
-		return err
-	}
-	if err := replaceFile(r.mb.cursorOf(r.member), append(data, '\n')); err != nil {
+	if err := writeCursorFile(r.mb.cursorOf(r.member), c); err != nil {
 		return fmt.Errorf("write cursor of %s: %w", r.member, err)
 	}
 	r.cur = c

@@ -11,12 +11,11 @@ import (
 	"syscall"
 )
 
-// Task files and inbox cursors are replaced through a spare:
-// tasks/.<id>.json.spare holds a task file's previous version
-// (inbox/.<member>.cursor.spare a cursor's). A change writes the new
-// version into the spare, fsyncs it and swaps it with the file in one
-// atomic rename (renameat2 with RENAME_EXCHANGE), so the old version becomes
-// the next spare. A temporary file renamed over the file gives readers the
+// Task files are replaced through a spare: tasks/.<id>.json.spare holds a
+// task file's previous version. A change writes the new version into the
+// spare, fsyncs it and swaps it with the file in one atomic rename
+// (renameat2 with RENAME_EXCHANGE), so the old version becomes the next
+// spare. A temporary file renamed over the file gives readers the
 // same, but it makes an inode and frees one at every write. On ext4 without
 // a journal (the bench machine's) the allocator then checks every recently
 // freed inode of the group before it takes one: creating a file there cost
@@ -30,8 +29,8 @@ import (
 // writer that finds the spare being read writes a temporary file instead,
 // and a reader that finds its file being written, or no longer at its
 // path once read, reads it again (or under the board lock). Every write of
-// a task file is made under the board lock, and of a cursor under its
-// inbox's lock.
+// a task file is made under the board lock. (Inbox cursors are written in
+// place instead: see cursorfile.go.)
 //
 // A crash leaves the file whole (the swap is atomic) and at most a spare
 // with a version that never became the file's: a spare is never read.
@@ -149,11 +148,6 @@ func replaceFiles(dir string, paths []string, data [][]byte) (err error) {
 		}
 	}
 	return syncDir(dir)
-}
-
-// replaceFile is replaceFiles for one file.
-func replaceFile(path string, data []byte) error {
-	return replaceFiles(filepath.Dir(path), []string{path}, [][]byte{data})
 }
 
 // readStable reads the file at path without the board lock: under a shared
