@@ -204,30 +204,6 @@ func startCPUProfile(path string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
-// benchTeamScript scripts phase 1 (and, with tasks = 0, phase 2).
-func benchTeamScript(teammates, tasks int) string {
-	var b strings.Builder
-	b.WriteString("rules:\n  - agent: team-lead\n    contains: \"Run the bench\"\n    reply:\n")
-	b.WriteString("      - tool_use: {name: TeamCreate, input: {team_name: bench}}\n")
-	for i := 1; i <= tasks; i++ {
-		fmt.Fprintf(&b, "      - tool_use: {name: TaskCreate, input: {subject: \"Task %d\"}}\n", i)
-	}
-	for i := 1; i <= teammates; i++ {
-		fmt.Fprintf(&b, "      - tool_use: {name: Task, input: {team_name: bench, name: w%d, description: worker, prompt: \"Work the board.\"}}\n", i)
-	}
-	b.WriteString(`  - agent: team-lead
-    times: 0
-    reply: [{text: "The team is working."}]
-  - regex: 'You claimed task #(\d+)'
-    times: 0
-    reply:
-      - tool_use: {name: TaskUpdate, input: {taskId: "${1}", status: completed}}
-  - times: 0
-    reply: [{text: "ok"}]
-`)
-	return b.String()
-}
-
 func (a *app) benchTeam(ctx context.Context, teammates, tasks, idleTeammates int, idleFor time.Duration, wakeSamples int, mode string) (*teamReport, error) {
 	if teammates < 0 || tasks < 0 || idleTeammates < 0 || teammates+idleTeammates == 0 {
 		return nil, fmt.Errorf("--teammates, --tasks and --idle-teammates must be at least 0, and one phase must have teammates")
@@ -393,7 +369,7 @@ func (a *app) benchTeamRun(ctx context.Context, teammates, tasks int, idleFor ti
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	script, err := fakeapi.ParseScript([]byte(benchTeamScript(teammates, tasks)))
+	script, err := fakeapi.ParseScript([]byte(fakeapi.BoardScript("Run the bench", "bench", teammates, tasks)))
 	if err != nil {
 		return nil, err
 	}

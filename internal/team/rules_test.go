@@ -1,7 +1,6 @@
 package team_test
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/guard"
 	"github.com/troupe-dev/troupe/internal/hook"
+	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
 	"github.com/troupe-dev/troupe/internal/pattern"
 	"github.com/troupe-dev/troupe/internal/settings"
 	"github.com/troupe-dev/troupe/internal/store"
@@ -186,26 +186,7 @@ rules:
 func TestRacingMembersAnnounceOnlyWhatTheyTake(t *testing.T) {
 	t.Parallel()
 	const tasks, members = 40, 8
-	var b strings.Builder
-	b.WriteString("rules:\n  - agent: team-lead\n    contains: \"Race\"\n    reply:\n")
-	b.WriteString("      - tool_use: {name: TeamCreate, input: {team_name: race}}\n")
-	for i := 1; i <= tasks; i++ {
-		fmt.Fprintf(&b, "      - tool_use: {name: TaskCreate, input: {subject: \"Task %d\"}}\n", i)
-	}
-	for i := 1; i <= members; i++ {
-		fmt.Fprintf(&b, "      - tool_use: {name: Task, input: {team_name: race, name: w%d, description: worker, prompt: \"Work the board.\"}}\n", i)
-	}
-	b.WriteString(`  - agent: team-lead
-    times: 0
-    reply: [{text: "ok"}]
-  - regex: 'You claimed task #(\d+)'
-    times: 0
-    reply:
-      - tool_use: {name: TaskUpdate, input: {taskId: "${1}", status: completed}}
-  - times: 0
-    reply: [{text: "ok"}]
-`)
-	f := start(t, b.String())
+	f := start(t, fakeapi.BoardScript("Race", "race", members, tasks))
 	f.run("Race")
 	owner := map[string]string{}
 	notices := map[string][]string{}
