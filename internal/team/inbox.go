@@ -76,11 +76,7 @@ func (in *inbox) observe(f func()) {
 // it, the member working. Never idle with nothing to read while it works
 // (the lead would end the run under it).
 func (in *inbox) ackAfter(t store.Team, id string) {
-	ack := func() {
-		if err := t.Mailbox().Ack(context.Background(), in.name, id); err != nil {
-			in.em.log.Warn("ack", "inbox", in.name, "err", err)
-		}
-	}
+	ack := func() { ackRetrying(t, in.name, id, in.em.log, ackRetryFirst, ackRetryFor) }
 	if in.lanes == nil {
 		ack()
 		return
@@ -93,6 +89,37 @@ func (in *inbox) ackAfter(t store.Team, id string) {
 		})
 	})
 }
+
+// ackRetrying acks member's inbox up to id, and tries again, for a while,
+// an ack that failed for a reason that may pass (a store that is down or
+// restarting): an ack lost for good leaves the messages waiting for
+// everyone who looks (the lead judging whether the team is done sees mail
+// the member will never be woken for, since it has it), until a later ack
+// covers them.
+func ackRetrying(t store.Team, member, id string, log *slog.Logger, first, until time.Duration) {
+	delay, waited := first, time.Duration(0)
+	for {
+		err := t.Mailbox().Ack(context.Background(), member, id)
+		if err == nil {
+			return
+		}
+		if errors.Is(err, store.ErrNotReceived) || errors.Is(err, store.ErrTeamNotFound) || errors.Is(err, store.ErrUnknownMember) ||
+			errors.Is(err, store.ErrClosed) || waited >= until {
+			log.Warn("ack", "inbox", member, "err", err)
+			return
+		}
+		log.Debug("ack failed; trying again", "inbox", member, "in", delay, "err", err)
+		time.Sleep(delay)
+		waited += delay
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// How soon a failed ack is tried again, and for how long.
+const (
+	ackRetryFirst = 50 * time.Millisecond
+	ackRetryFor   = 10 * time.Second
+)
 
 // settleLines returns once every observation and transcript line queued so
 // far is durable (acks may still be under way).
