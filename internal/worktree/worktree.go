@@ -373,25 +373,51 @@ func (r *Repo) Add(ctx context.Context, team, member string) (Worktree, error) {
 	if err != nil {
 		return wt, fmt.Errorf("%s: %w", r.Top, err)
 	}
-	args := []string{"worktree", "add", "--quiet"}
-	if _, err := r.run(ctx, r.Top, "rev-parse", "--verify", "--quiet", "refs/heads/"+wt.Branch); err == nil {
-		// The branch outlived its worktree: check it out again, commits kept.
-		args = append(args, wt.Path, wt.Branch)
-	} else {
-		args = append(args, "-b", wt.Branch, wt.Path, head)
-	}
-	if _, err := r.run(ctx, r.Top, args...); err != nil {
+	// Each try looks for the branch again: a `git worktree add -b` that
+	// failed (on another git writing its worktree record, or a worktree
+	// deleted by hand) may have made the branch before it failed, and the
+	// same command again would only say the branch exists.
+	var first error
+	for try := 1; ; try++ {
+		args := []string{"worktree", "add", "--quiet"}
+		if _, err := r.run(ctx, r.Top, "rev-parse", "--verify", "--quiet", "refs/heads/"+wt.Branch); err == nil {
+			// The branch outlived its worktree: check it out again, commits kept.
+			args = append(args, wt.Path, wt.Branch)
+		} else {
+			args = append(args, "-b", wt.Branch, wt.Path, head)
+		}
+		if beforeAdd != nil {
+			beforeAdd(r.Top, wt.Branch, try)
+		}
+		_, err := r.runOnce(ctx, r.Top, args...)
+		if err == nil {
+			return wt, nil
+		}
+		if first == nil {
+			first = err
+		}
+		if try == 4 {
+			return wt, fmt.Errorf("%w (first try: %v)", err, first)
+		}
+		if halfMade(err) {
+			select {
+			case <-ctx.Done():
+				return wt, err
+			case <-time.After(time.Duration(try) * 20 * time.Millisecond):
+			}
+			continue
+		}
 		// A worktree deleted by hand leaves an entry that refuses the add:
-		// prune it and try once more.
+		// prune it and try again.
 		if _, perr := r.run(ctx, r.Top, "worktree", "prune"); perr != nil {
 			return wt, err
 		}
-		if _, err := r.run(ctx, r.Top, args...); err != nil {
-			return wt, err
-		}
 	}
-	return wt, nil
 }
+
+// beforeAdd, when set (by tests), runs before each try of Add's git
+// worktree add.
+var beforeAdd func(top, branch string, try int)
 
 // exclude keeps troupe's own folder out of git status and commits, in the
 // repository's info/exclude (never in a tracked .gitignore).
