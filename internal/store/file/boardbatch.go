@@ -95,16 +95,11 @@ func (b *tasks) writeStaged(staged map[string]*store.Task, order []string) error
 	if err := b.logChange(order); err != nil {
 		return fmt.Errorf("task board of team %s: %w", b.t.name, err)
 	}
-	paths := make([]string, len(order))
-	data := make([][]byte, len(order))
+	ts := make([]*store.Task, len(order))
 	for i, id := range order {
-		var err error
-		if data[i], err = store.MarshalTask(staged[id]); err != nil {
-			return err
-		}
-		paths[i] = b.file(id)
+		ts[i] = staged[id]
 	}
-	if err := replaceFiles(b.dir(), paths, data); err != nil {
+	if err := b.writeTasks(ts); err != nil {
 		return err
 	}
 	b.t.s.hub.notify(tasksKey(b.t.key))

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 )
 
 // An inbox's cursor file (inbox/<member>.cursor) holds two slots of
@@ -38,13 +37,23 @@ func readSlots(path string) ([]slotCursor, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var buf [2 * cursorSlot]byte
-	n, err := io.ReadFull(f, buf[:])
+	data, err := slotBytes(f)
+	if err != nil {
+		return nil, err
+	}
+	slots, _ := parseSlots(data)
+	return slots, nil
+}
+
+// slotBytes reads the two slots of an open cursor file (fewer bytes when
+// the file is shorter).
+func slotBytes(f *os.File) ([]byte, error) {
+	buf := make([]byte, 2*cursorSlot)
+	n, err := io.ReadFull(f, buf)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
-	slots, _ := parseSlots(buf[:n])
-	return slots, nil
+	return buf[:n], nil
 }
 
 // parseSlots returns the readable cursors of data, newest first, and the
@@ -79,14 +88,13 @@ func writeCursorFile(path string, c cursor) error {
 		return err
 	}
 	defer f.Close()
-	var buf [2 * cursorSlot]byte
-	n, err := io.ReadFull(f, buf[:])
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+	data, err := slotBytes(f)
+	if err != nil {
 		return err
 	}
 	// The slot to write is the one not holding the newest cursor.
 	slot, seq := 0, int64(1)
-	if slots, newest := parseSlots(buf[:n]); newest >= 0 {
+	if slots, newest := parseSlots(data); newest >= 0 {
 		slot, seq = 1-newest, slots[0].Seq+1
 	}
 	line, err := json.Marshal(slotCursor{Seq: seq, cursor: c})
@@ -102,7 +110,7 @@ func writeCursorFile(path string, c cursor) error {
 	if _, err := f.WriteAt(rec, int64(slot*cursorSlot)); err != nil {
 		return err
 	}
-	if _, err := retryEINTR(func() (int, error) { return 0, syscall.Fdatasync(int(f.Fd())) }); err != nil {
+	if err := fdatasync(f); err != nil {
 		return err
 	}
 	if created {

@@ -106,7 +106,7 @@ func (l *fileLock) acquire(how int) error {
 	if err != nil {
 		return fmt.Errorf("lock %s: %w", l.path, err)
 	}
-	if _, err := retryEINTR(func() (int, error) { return 0, syscall.Flock(fd, how) }); err != nil {
+	if err := flockFD(fd, how); err != nil {
 		syscall.Close(fd)
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return err
@@ -136,6 +136,12 @@ func openFD(path string, flag int, perm uint32) (int, error) {
 		return -1, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	return fd, nil
+}
+
+// flockFD is flock(2) on fd, retried when a signal interrupts it.
+func flockFD(fd, how int) error {
+	_, err := retryEINTR(func() (int, error) { return 0, syscall.Flock(fd, how) })
+	return err
 }
 
 func retryEINTR(f func() (int, error)) (int, error) {

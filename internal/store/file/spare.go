@@ -39,6 +39,10 @@ import (
 // is then renamed over the task file, and made again at the next write.
 var noExchange atomic.Bool
 
+// errExchangeUnsupported is exchange's answer where the system or the file
+// system has no RENAME_EXCHANGE.
+var errExchangeUnsupported = errors.New("rename exchange unsupported")
+
 // errBusy is a read without the lock that met its file being replaced:
 // read it again, or under the lock.
 var errBusy = errors.New("file replaced while it was read")
@@ -62,7 +66,7 @@ func stage(path string, data []byte) (*replacement, error) {
 		return nil, err
 	}
 	r := &replacement{path: path, f: f}
-	if err := flockFile(f, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := flockFD(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
@@ -120,7 +124,7 @@ func (r *replacement) abort() {
 // version written and fsynced, then each put in place, then the directory
 // fsynced once. A failure before the first commit leaves every file as it
 // was; one after it leaves the files before it changed and the others not.
-func replaceFiles(dir string, paths []string, data [][]byte) (err error) {
+func replaceFiles(dir string, paths []string, data [][]byte) error {
 	rs := make([]*replacement, 0, len(paths))
 	done := 0
 	defer func() {
@@ -150,15 +154,28 @@ func replaceFiles(dir string, paths []string, data [][]byte) (err error) {
 	return syncDir(dir)
 }
 
-// readStable reads the file at path without the board lock: under a shared
-// flock (no writer rewrites it meanwhile), and only if it is still the file
-// at path once read. Otherwise it returns errBusy, or, with wait, waits for
-// the writer and reads the file now at path. fi is the identity of the
-// file read.
-func readStable(path string, wait bool) (data []byte, fi fs.FileInfo, err error) {
+// readMode is how readStable reads a file that writers replace.
+type readMode int
+
+const (
+	// readLocked: under the lock every writer takes, so nothing replaces
+	// the file meanwhile: a plain read.
+	readLocked readMode = iota
+	// readWait: without the lock, waiting out a writer and reading again
+	// a file replaced meanwhile.
+	readWait
+	// readNoWait: without the lock, errBusy for a file being written or
+	// replaced meanwhile (the caller reads under the lock instead).
+	readNoWait
+)
+
+// readStable reads the file at path. Without the lock it reads under a
+// shared flock (no writer rewrites it meanwhile), and only if it is still
+// the file at path once read. fi is the identity of the file read.
+func readStable(path string, how readMode) (data []byte, fi fs.FileInfo, err error) {
 	for range maxRereads {
-		data, fi, err = readOnce(path, wait)
-		if !wait || !errors.Is(err, errBusy) {
+		data, fi, err = readOnce(path, how)
+		if how != readWait || !errors.Is(err, errBusy) {
 			break
 		}
 	}
@@ -169,35 +186,37 @@ func readStable(path string, wait bool) (data []byte, fi fs.FileInfo, err error)
 // is read (each replacement is a write and an fsync: it cannot go on).
 const maxRereads = 100
 
-func readOnce(path string, wait bool) ([]byte, fs.FileInfo, error) {
+func readOnce(path string, how readMode) ([]byte, fs.FileInfo, error) {
 	f, err := openFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	how := syscall.LOCK_SH
-	if !wait {
-		how |= syscall.LOCK_NB
-	}
-	if err := flockFile(f, how); err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, nil, errBusy
+	if how != readLocked {
+		lock := syscall.LOCK_SH
+		if how == readNoWait {
+			lock |= syscall.LOCK_NB
 		}
-		return nil, nil, err
+		if err := flockFD(int(f.Fd()), lock); err != nil {
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, nil, errBusy
+			}
+			return nil, nil, err
+		}
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, nil, err
 	}
 	data, err := io.ReadAll(f)
-	if err != nil {
-		return nil, nil, err
+	if err != nil || how == readLocked {
+		return data, fi, err
 	}
 	if afterRead != nil {
 		afterRead(path)
 	}
 	now, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) && wait {
+	if errors.Is(err, fs.ErrNotExist) && how == readWait {
 		return nil, nil, err // removed since
 	}
 	if err != nil || !os.SameFile(fi, now) {
@@ -209,8 +228,3 @@ func readOnce(path string, wait bool) ([]byte, fs.FileInfo, error) {
 // afterRead, when set (by tests), runs between a read and the check that
 // the file is still at its path.
 var afterRead func(path string)
-
-func flockFile(f *os.File, how int) error {
-	_, err := retryEINTR(func() (int, error) { return 0, syscall.Flock(int(f.Fd()), how) })
-	return err
-}

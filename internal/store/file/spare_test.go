@@ -90,7 +90,7 @@ func TestSpareReadByReaderIsNotOverwritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := flockFile(f, syscall.LOCK_SH); err != nil { // as readStable does
+	if err := flockFD(int(f.Fd()), syscall.LOCK_SH); err != nil { // as readStable does
 		t.Fatal(err)
 	}
 	setSubject(t, tm, "three") // f is now the spare
@@ -113,14 +113,14 @@ func TestReadStable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := flockFile(f, syscall.LOCK_EX); err != nil { // a writer's lock
+	if err := flockFD(int(f.Fd()), syscall.LOCK_EX); err != nil { // a writer's lock
 		t.Fatal(err)
 	}
-	if _, _, err := readStable(path, false); !errors.Is(err, errBusy) {
+	if _, _, err := readStable(path, readNoWait); !errors.Is(err, errBusy) {
 		t.Fatalf("read of a file being written: %v, want errBusy", err)
 	}
 	f.Close()
-	if _, _, err := readStable(path, false); err != nil {
+	if _, _, err := readStable(path, readNoWait); err != nil {
 		t.Fatal(err)
 	}
 
@@ -135,10 +135,10 @@ func TestReadStable(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { afterRead = nil })
-	if _, _, err := readStable(path, false); !errors.Is(err, errBusy) {
+	if _, _, err := readStable(path, readNoWait); !errors.Is(err, errBusy) {
 		t.Fatalf("read of a file replaced meanwhile: %v, want errBusy", err)
 	}
-	data, _, err := readStable(path, true)
+	data, _, err := readStable(path, readWait)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,19 +150,12 @@ func (b *tasks) replayIntent() error {
 }
 
 func (b *tasks) apply(in *intent) error {
-	if len(in.Write) > 0 {
-		paths := make([]string, len(in.Write))
-		data := make([][]byte, len(in.Write))
-		for i := range in.Write {
-			var err error
-			if data[i], err = store.MarshalTask(&in.Write[i]); err != nil {
-				return err
-			}
-			paths[i] = b.file(in.Write[i].ID)
-		}
-		if err := replaceFiles(b.dir(), paths, data); err != nil {
-			return err
-		}
+	ts := make([]*store.Task, len(in.Write))
+	for i := range in.Write {
+		ts[i] = &in.Write[i]
+	}
+	if err := b.writeTasks(ts); err != nil {
+		return err
 	}
 	for _, id := range in.Remove {
 		b.t.s.parsed.drop(taskKey(b.t.key, id))
@@ -177,6 +170,24 @@ func (b *tasks) apply(in *intent) error {
 		return syncDir(b.dir())
 	}
 	return nil
+}
+
+// writeTasks makes the tasks durable in their files, together (see
+// replaceFiles).
+func (b *tasks) writeTasks(ts []*store.Task) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	paths := make([]string, len(ts))
+	data := make([][]byte, len(ts))
+	for i, t := range ts {
+		var err error
+		if data[i], err = store.MarshalTask(t); err != nil {
+			return err
+		}
+		paths[i] = b.file(t.ID)
+	}
+	return replaceFiles(b.dir(), paths, data)
 }
 
 func (x *tx) commit() error {
@@ -237,7 +248,7 @@ func (x *tx) Get(id string) (store.Task, error) {
 		x.cache[id] = &c
 		return c, nil
 	}
-	t, err := x.b.read(id, true)
+	t, err := x.b.read(id, x.readMode())
 	if errors.Is(err, store.ErrTaskNotFound) {
 		x.cache[id] = nil
 	}
@@ -347,10 +358,19 @@ func (x *tx) NextID() (string, error) {
 	return x.hwm, nil
 }
 
+// readMode is how the transaction reads a task file: plainly under the
+// board lock (no writer runs), else waiting out a writer (see spare.go).
+func (x *tx) readMode() readMode {
+	if x.locked {
+		return readLocked
+	}
+	return readWait
+}
+
 // read loads one task file, or its cached parse if the file has not
-// changed since. A file being replaced (see spare.go) is waited for and
-// read again with wait, and is errBusy without.
-func (b *tasks) read(id string, wait bool) (store.Task, error) {
+// changed since; how says how to read a file that may be being replaced
+// (see readStable).
+func (b *tasks) read(id string, how readMode) (store.Task, error) {
 	if !store.ValidTaskID(id) {
 		return store.Task{}, fmt.Errorf("task %q: %w", id, store.ErrTaskNotFound)
 	}
@@ -365,7 +385,7 @@ func (b *tasks) read(id string, wait bool) (store.Task, error) {
 	key := taskKey(b.t.key, id)
 	t, ok := b.t.s.parsed.get(key, fi)
 	if !ok {
-		if t, err = b.parse(path, id, key, wait); err != nil {
+		if t, err = b.parse(path, id, key, how); err != nil {
 			return store.Task{}, err
 		}
 	}
@@ -377,8 +397,8 @@ func (b *tasks) read(id string, wait bool) (store.Task, error) {
 
 // parse reads and parses task file path, and caches the result under the
 // version of the file it was read from.
-func (b *tasks) parse(path, id, key string, wait bool) (store.Task, error) {
-	data, fi, err := readStable(path, wait)
+func (b *tasks) parse(path, id, key string, how readMode) (store.Task, error) {
+	data, fi, err := readStable(path, how)
 	if errors.Is(err, fs.ErrNotExist) {
 		return store.Task{}, fmt.Errorf("task %s: %w", id, store.ErrTaskNotFound)
 	}
@@ -532,7 +552,7 @@ func (b *tasks) getUnlocked(id string) (t store.Task, ok bool) {
 	if _, err := os.Lstat(intent); !errors.Is(err, fs.ErrNotExist) {
 		return store.Task{}, false
 	}
-	t, err := b.read(id, false)
+	t, err := b.read(id, readNoWait)
 	if err != nil {
 		return store.Task{}, false
 	}
@@ -664,7 +684,7 @@ func (b *tasks) claimRefused(id string) error {
 	if _, err := os.Lstat(b.t.path("tasks", ".intent")); !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	t, err := b.read(id, false)
+	t, err := b.read(id, readNoWait)
 	if errors.Is(err, store.ErrTaskNotFound) {
 		return err
 	}

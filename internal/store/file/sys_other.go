@@ -2,9 +2,10 @@
 
 package file
 
-import "errors"
-
-var errExchangeUnsupported = errors.New("rename exchange unsupported")
+import "os"
 
 // exchange is not available here: the spare is renamed over the file.
 func exchange(a, b string) error { return errExchangeUnsupported }
+
+// fdatasync is fsync where there is no fdatasync.
+func fdatasync(f *os.File) error { return f.Sync() }

@@ -8,8 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var errExchangeUnsupported = errors.New("rename exchange unsupported")
-
 // exchange swaps the files at a and b atomically.
 func exchange(a, b string) error {
 	err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
@@ -22,4 +20,11 @@ func exchange(a, b string) error {
 		return fs.ErrNotExist
 	}
 	return &os.LinkError{Op: "exchange", Old: a, New: b, Err: err}
+}
+
+// fdatasync makes f's data (and the size that reaches it) durable, without
+// its times.
+func fdatasync(f *os.File) error {
+	_, err := retryEINTR(func() (int, error) { return 0, unix.Fdatasync(int(f.Fd())) })
+	return err
 }
