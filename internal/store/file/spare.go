@@ -111,6 +111,27 @@ func (r *replacement) commit() error {
 	return os.Rename(from, r.path)
 }
 
+// makeSpare gives the file at path an empty spare, so that its first
+// change makes no inode: a task's first change is its claim, under the
+// board lock that every claimer of the team waits for, while its creation
+// happens once, by one member. It runs without the lock: a writer that
+// finds the spare made meanwhile writes into it, and one that made it
+// first keeps it. A file removed meanwhile loses the spare made for it
+// (the check comes after the spare is made, so every order of the two
+// ends without one). Best effort: without a spare the first change makes
+// one, as before.
+func makeSpare(path string) {
+	spare := sparePath(path)
+	fd, err := openFD(spare, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return
+	}
+	syscall.Close(fd)
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		os.Remove(spare)
+	}
+}
+
 // abort drops a replacement that will not be committed. A spare keeps what
 // was written into it: it is never read.
 func (r *replacement) abort() {

@@ -75,6 +75,53 @@ func TestSpareIsReused(t *testing.T) {
 	}
 }
 
+// TestCreateMakesTheSpare: a new task comes with an empty spare, which its
+// first change (a claim, most often) writes into instead of making a file.
+func TestCreateMakesTheSpare(t *testing.T) {
+	tm, path := spareTeam(t)
+	fi, err := os.Stat(sparePath(path))
+	if err != nil {
+		t.Fatalf("no spare after Create: %v", err)
+	}
+	if fi.Size() != 0 || fi.Mode().Perm()&0o077 != 0 {
+		t.Fatalf("spare after Create: size %d, mode %v; want empty and private", fi.Size(), fi.Mode())
+	}
+	spare := ino(t, sparePath(path))
+	if _, err := tm.Tasks().Claim(context.Background(), "1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if noExchange.Load() {
+		t.Skip("this file system refuses RENAME_EXCHANGE: every change renames a new file")
+	}
+	if got := ino(t, path); got != spare {
+		t.Fatalf("the claimed task file is inode %d, want %d (the spare Create made)", got, spare)
+	}
+	if got, err := tm.Tasks().Get(context.Background(), "1"); err != nil || got.Owner != "alice" {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+}
+
+// TestMakeSpareOfRemovedFile: a spare made for a file removed meanwhile is
+// not left behind.
+func TestMakeSpareOfRemovedFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "7.json")
+	makeSpare(path)
+	if _, err := os.Lstat(sparePath(path)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("spare of a missing file: %v, want it gone", err)
+	}
+	if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sparePath(path), []byte("older"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	makeSpare(path) // a spare a writer made first is kept as it is
+	if data, err := os.ReadFile(sparePath(path)); err != nil || string(data) != "older" {
+		t.Fatalf("spare = %q, %v; want the writer's, untouched", data, err)
+	}
+}
+
 // TestSpareReadByReaderIsNotOverwritten: a reader that opened the task file
 // before it was replaced keeps reading the version it opened, although
 // that file is now the spare the next change would write into.

@@ -519,6 +519,7 @@ func (b *tasks) Create(ctx context.Context, t store.Task) (store.Task, error) {
 	if err != nil {
 		return store.Task{}, fmt.Errorf("create task: %w", err)
 	}
+	makeSpare(b.file(out.ID)) // after the lock: see makeSpare
 	return out, nil
 }
 
