@@ -419,19 +419,29 @@ func (a *Agent) call(ctx context.Context) (*llm.Response, error) {
 }
 
 // runTools answers every tool_use, in order. Consecutive read-only calls run
-// in parallel; any other call runs alone, after the ones before it.
+// in parallel; consecutive calls of one tool that runs its calls as a batch
+// (tool.Batcher: Task spawning teammates) are given to it together; any
+// other call runs alone, after the ones before it.
 func (a *Agent) runTools(ctx context.Context, uses []llm.Block) []llm.Block {
 	results := make([]llm.Block, len(uses))
 	for i := 0; i < len(uses); {
 		j := i + 1
-		if a.readOnly(uses[i].Name) {
+		switch {
+		case a.readOnly(uses[i].Name):
 			for j < len(uses) && a.readOnly(uses[j].Name) {
 				j++
 			}
+		case a.batcher(uses[i].Name) != nil:
+			for j < len(uses) && uses[j].Name == uses[i].Name {
+				j++
+			}
 		}
-		if j-i == 1 {
+		switch {
+		case j-i == 1:
 			results[i] = a.runOne(ctx, uses[i])
-		} else {
+		case a.batcher(uses[i].Name) != nil:
+			a.runBatch(ctx, a.batcher(uses[i].Name), uses[i:j], results[i:j])
+		default:
 			var wg sync.WaitGroup
 			for k := i; k < j; k++ {
 				wg.Go(func() { results[k] = a.runOne(ctx, uses[k]) })
@@ -448,9 +458,77 @@ func (a *Agent) readOnly(name string) bool {
 	return ok && t.ReadOnly()
 }
 
+func (a *Agent) batcher(name string) tool.Batcher {
+	t, _ := a.cfg.Tools.Get(name)
+	b, _ := t.(tool.Batcher)
+	return b
+}
+
 // runOne runs one call and returns its tool_result. Nothing a tool or its
 // input does can take the agent down.
 func (a *Agent) runOne(ctx context.Context, use llm.Block) llm.Block {
+	p := a.begin(ctx, use)
+	if p.ready {
+		p.res, p.ran = a.invoke(p, func(env *tool.Env) tool.Result { return p.t.Run(ctx, env, p.input) }), true
+	}
+	return a.finish(ctx, p)
+}
+
+// runBatch runs calls of one tool.Batcher: each is announced and gated in
+// order as runOne would, those allowed are run together, and each is
+// answered in order. out gets one result per call.
+func (a *Agent) runBatch(ctx context.Context, b tool.Batcher, uses []llm.Block, out []llm.Block) {
+	ps := make([]*pendingCall, len(uses))
+	var (
+		ready  []*pendingCall
+		envs   []*tool.Env
+		inputs []json.RawMessage
+	)
+	for i, use := range uses {
+		ps[i] = a.begin(ctx, use)
+		if ps[i].ready {
+			ready = append(ready, ps[i])
+			envs = append(envs, a.toolEnv(ps[i].call))
+			inputs = append(inputs, ps[i].input)
+		}
+	}
+	if len(ready) > 0 {
+		var res []tool.Result
+		failed := a.invoke(ready[0], func(*tool.Env) tool.Result {
+			res = b.RunBatch(ctx, envs, inputs)
+			return tool.Result{}
+		})
+		for i, p := range ready {
+			p.ran = true
+			switch {
+			case len(res) == len(ready):
+				p.res = res[i]
+			case failed.IsError: // it panicked
+				p.res = failed
+			default:
+				p.res = tool.Errorf("%s failed with an internal error: %d calls run together gave %d results", p.call.Name, len(ready), len(res))
+			}
+		}
+	}
+	for i, p := range ps {
+		out[i] = a.finish(ctx, p)
+	}
+}
+
+// pendingCall is a tool call between its announcement and its result.
+type pendingCall struct {
+	use   llm.Block
+	t     tool.Tool
+	call  *Call
+	input json.RawMessage
+	ready bool // known, well-formed and allowed: to be run
+	ran   bool // the tool itself was run
+	res   tool.Result
+}
+
+// begin announces a call and checks it; the call is ready to run unless
+// it was refused, and then carries its answer.
+func (a *Agent) begin(ctx context.Context, use llm.Block) *pendingCall {
 	start := a.cfg.Now()
 	t, ok := a.cfg.Tools.Get(use.Name)
 	call := &Call{ID: use.ID, Name: use.Name, Input: use.Input, ReadOnly: ok && t.ReadOnly(), Started: start}
@@ -458,31 +536,38 @@ func (a *Agent) runOne(ctx context.Context, use llm.Block) llm.Block {
 		call.Kind = t.Kind()
 	}
 	a.emit(Event{Type: EventToolCall, Call: call})
-	res, ran := a.execute(ctx, t, ok, call)
-	if ran && a.cfg.AfterTool != nil {
-		a.cfg.AfterTool(ctx, *call, &res)
+	p := &pendingCall{use: use, t: t, call: call}
+	p.input, p.res, p.ready = a.check(ctx, t, ok, call)
+	return p
+}
+
+// finish runs the after-tool hooks of a call that ran, reports its result
+// and returns its tool_result block.
+func (a *Agent) finish(ctx context.Context, p *pendingCall) llm.Block {
+	if p.ran && a.cfg.AfterTool != nil {
+		a.cfg.AfterTool(ctx, *p.call, &p.res)
 	}
-	if res.Content == "" {
-		res.Content = "(no output)"
+	if p.res.Content == "" {
+		p.res.Content = "(no output)"
 	}
-	a.emit(Event{Type: EventToolResult, Call: call, Result: &res, Duration: a.cfg.Now().Sub(start)})
-	b := llm.ToolResultBlock(use.ID, res.Content, res.IsError)
-	b.Images = res.Images
+	a.emit(Event{Type: EventToolResult, Call: p.call, Result: &p.res, Duration: a.cfg.Now().Sub(p.call.Started)})
+	b := llm.ToolResultBlock(p.use.ID, p.res.Content, p.res.IsError)
+	b.Images = p.res.Images
 	return b
 }
 
-// execute runs one call; ran reports that the tool itself was run (the
-// call was known, well-formed and allowed).
-func (a *Agent) execute(ctx context.Context, t tool.Tool, ok bool, call *Call) (res tool.Result, ran bool) {
+// check decides whether a call may run: known, well-formed, allowed by the
+// gate (which may rewrite its input). When it may not, res says why.
+func (a *Agent) check(ctx context.Context, t tool.Tool, ok bool, call *Call) (input json.RawMessage, res tool.Result, ready bool) {
 	if !ok {
-		return a.cfg.Tools.UnknownError(call.Name), false
+		return nil, a.cfg.Tools.UnknownError(call.Name), false
 	}
-	input := call.Input
+	input = call.Input
 	if len(input) == 0 {
 		input = json.RawMessage(`{}`)
 	}
 	if !json.Valid(input) {
-		return tool.Errorf("invalid arguments for %s: not valid JSON", call.Name), false
+		return nil, tool.Errorf("invalid arguments for %s: not valid JSON", call.Name), false
 	}
 	if a.cfg.Gate != nil {
 		if d := a.cfg.Gate(ctx, *call); !d.Allow {
@@ -490,29 +575,40 @@ func (a *Agent) execute(ctx context.Context, t tool.Tool, ok bool, call *Call) (
 			if reason == "" {
 				reason = "permission denied"
 			}
-			return tool.Errorf("%s was not run: %s", call.Name, reason), false
+			return nil, tool.Errorf("%s was not run: %s", call.Name, reason), false
 		} else if len(d.Input) > 0 {
 			if !json.Valid(d.Input) {
-				return tool.Errorf("%s was not run: its rewritten input is not valid JSON", call.Name), false
+				return nil, tool.Errorf("%s was not run: its rewritten input is not valid JSON", call.Name), false
 			}
 			input = d.Input
 			call.Input = d.Input
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return tool.Errorf("%s was not run: %v", call.Name, err), false
+		return nil, tool.Errorf("%s was not run: %v", call.Name, err), false
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			res, ran = tool.Errorf("%s failed with an internal error: %v\n%s", call.Name, p, firstLines(string(debug.Stack()), 8)), true
-		}
-	}()
+	return input, tool.Result{}, true
+}
+
+// toolEnv is the environment a call runs in.
+func (a *Agent) toolEnv(call *Call) *tool.Env {
 	env := *a.cfg.Env
 	env.ToolUseID = call.ID
 	if a.cfg.Compactor != nil {
 		env.RequestCompact = a.requestCompact
 	}
-	return t.Run(ctx, &env, input), true
+	return &env
+}
+
+// invoke runs a checked call through run; a panic becomes the call's
+// error result.
+func (a *Agent) invoke(p *pendingCall, run func(*tool.Env) tool.Result) (res tool.Result) {
+	defer func() {
+		if r := recover(); r != nil {
+			res = tool.Errorf("%s failed with an internal error: %v\n%s", p.call.Name, r, firstLines(string(debug.Stack()), 8))
+		}
+	}()
+	return run(a.toolEnv(p.call))
 }
 
 func firstLines(s string, n int) string {

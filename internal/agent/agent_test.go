@@ -404,3 +404,135 @@ rules:
 		t.Errorf("text = %q", res.Text)
 	}
 }
+
+// batchTool is an fnTool whose consecutive calls run together.
+type batchTool struct {
+	fnTool
+	batch func(inputs []json.RawMessage) []tool.Result
+}
+
+func (b *batchTool) RunBatch(_ context.Context, envs []*tool.Env, inputs []json.RawMessage) []tool.Result {
+	for i, env := range envs {
+		if env == nil || env.ToolUseID == "" {
+			return []tool.Result{tool.Errorf("call %d has no environment", i)}
+		}
+	}
+	return b.batch(inputs)
+}
+
+// TestBatchRunsConsecutiveCallsTogether: a tool.Batcher gets the calls of
+// a message that follow each other, in order, minus those its gate
+// refused; each is announced before the batch and answered after it, in
+// order, and AfterTool sees every call that ran. A call of another tool
+// ends the batch.
+func TestBatchRunsConsecutiveCallsTogether(t *testing.T) {
+	srv := fakeapitest.StartTest(t, `
+rules:
+  - contains: "go"
+    reply:
+      - tool_use: {name: spawn, input: {n: 1}}
+      - tool_use: {name: spawn, input: {n: 2}}
+      - tool_use: {name: spawn, input: {n: 3}}
+      - tool_use: {name: other, input: {}}
+      - tool_use: {name: spawn, input: {n: 4}}
+  - reply: [{text: done}]
+`)
+	var batches [][]string
+	spawn := &batchTool{fnTool: fnTool{name: "spawn", run: func(_ context.Context, in json.RawMessage) tool.Result {
+		batches = append(batches, []string{string(in)})
+		return tool.OK("alone " + string(in))
+	}}}
+	spawn.batch = func(inputs []json.RawMessage) []tool.Result {
+		var got []string
+		var out []tool.Result
+		for _, in := range inputs {
+			got = append(got, string(in))
+			out = append(out, tool.OK("together "+string(in)))
+		}
+		batches = append(batches, got)
+		return out
+	}
+	other := &fnTool{name: "other", run: func(context.Context, json.RawMessage) tool.Result { return tool.OK("other") }}
+	var events, after []string
+	a := newAgent(t, srv, func(c *agent.Config) {
+		c.Gate = func(_ context.Context, call agent.Call) agent.Decision {
+			if string(call.Input) == `{"n":2}` {
+				return agent.Decision{Reason: "not two"}
+			}
+			return agent.Decision{Allow: true}
+		}
+		c.AfterTool = func(_ context.Context, call agent.Call, _ *tool.Result) { after = append(after, string(call.Input)) }
+		c.Observe = func(ev agent.Event) {
+			switch ev.Type {
+			case agent.EventToolCall:
+				events = append(events, "call "+string(ev.Call.Input))
+			case agent.EventToolResult:
+				events = append(events, "result "+ev.Result.Content)
+			}
+		}
+	}, spawn, other)
+	if _, err := a.Run(context.Background(), llm.TextBlock("go")); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([][]string{{`{"n":1}`, `{"n":3}`}, {`{"n":4}`}}, batches); diff != "" {
+		t.Errorf("batches (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{`{"n":1}`, `{"n":3}`, `{}`, `{"n":4}`}, after); diff != "" {
+		t.Errorf("AfterTool saw (-want +got):\n%s", diff)
+	}
+	wantEvents := []string{
+		`call {"n":1}`, `call {"n":2}`, `call {"n":3}`,
+		`result together {"n":1}`, "result spawn was not run: not two", `result together {"n":3}`,
+		"call {}", "result other",
+		`call {"n":4}`, `result alone {"n":4}`,
+	}
+	if diff := cmp.Diff(wantEvents, events); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	var ids []string
+	for _, b := range requestBodies(t, srv)[1].last() {
+		ids = append(ids, b.ToolUseID)
+	}
+	if diff := cmp.Diff([]string{"toolu_fake_1_0", "toolu_fake_1_1", "toolu_fake_1_2", "toolu_fake_1_3", "toolu_fake_1_4"}, ids); diff != "" {
+		t.Errorf("results out of call order (-want +got):\n%s", diff)
+	}
+}
+
+// TestBatchThatFailsFailsEachCall: a batch that panics, or answers the
+// wrong number of calls, gives every call of it an error, and the agent
+// goes on.
+func TestBatchThatFailsFailsEachCall(t *testing.T) {
+	for name, batch := range map[string]func([]json.RawMessage) []tool.Result{
+		"panic": func([]json.RawMessage) []tool.Result { panic("kaboom") },
+		"short": func([]json.RawMessage) []tool.Result { return []tool.Result{tool.OK("one")} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := fakeapitest.StartTest(t, `
+rules:
+  - contains: "go"
+    reply:
+      - tool_use: {name: spawn, input: {n: 1}}
+      - tool_use: {name: spawn, input: {n: 2}}
+  - reply: [{text: survived}]
+`)
+			spawn := &batchTool{fnTool: fnTool{name: "spawn"}, batch: batch}
+			a := newAgent(t, srv, nil, spawn)
+			res, err := a.Run(context.Background(), llm.TextBlock("go"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Text != "survived" {
+				t.Errorf("text = %q", res.Text)
+			}
+			results := requestBodies(t, srv)[1].last()
+			if len(results) != 2 {
+				t.Fatalf("%d results, want 2", len(results))
+			}
+			for _, b := range results {
+				if !b.IsError || !strings.Contains(b.Content, "internal error") {
+					t.Errorf("result = %+v, want an internal error", b)
+				}
+			}
+		})
+	}
+}

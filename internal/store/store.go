@@ -151,6 +151,13 @@ type Mailbox interface {
 	Watch(ctx context.Context, member string) (<-chan struct{}, error)
 }
 
+// JournalBatch is a Journal that appends several events with one write:
+// all of them, in order, or none.
+type JournalBatch interface {
+	Journal
+	AppendAll(ctx context.Context, es []Event) error
+}
+
 // Journal is the team's append-only event log.
 type Journal interface {
 	// Append records e (Team and TS are filled in when empty).

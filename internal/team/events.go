@@ -29,6 +29,39 @@ func emit(ctx context.Context, t store.Team, agentName string, ev teamevent.Even
 	}
 }
 
+// emitAll journals evs in order, with one write where the journal can take
+// several events at once.
+func emitAll(ctx context.Context, t store.Team, agentName string, evs []teamevent.Event, onEvent func(store.Event), log *slog.Logger) {
+	j, ok := t.Journal().(store.JournalBatch)
+	if !ok || len(evs) < 2 {
+		for _, ev := range evs {
+			emit(ctx, t, agentName, ev, onEvent, log)
+		}
+		return
+	}
+	es := make([]store.Event, 0, len(evs))
+	now := time.Now().UTC()
+	for _, ev := range evs {
+		e, err := teamevent.Encode(agentName, ev)
+		if err != nil {
+			if log != nil {
+				log.Warn("journal", "type", ev.Type(), "err", err)
+			}
+			continue
+		}
+		e.TS, e.Team = now, t.Name()
+		es = append(es, e)
+	}
+	if err := j.AppendAll(context.WithoutCancel(ctx), es); err != nil && log != nil {
+		log.Warn("journal", "events", len(es), "err", err)
+	}
+	if onEvent != nil {
+		for _, e := range es {
+			onEvent(e)
+		}
+	}
+}
+
 // emitter journals as one agent of one session.
 type emitter struct {
 	agent   string

@@ -160,7 +160,7 @@ func NewSession(cfg Config) (*Session, error) {
 		Provider:   cfg.Pacer.Provider(cfg.Provider, store.LeadName),
 		Model:      cfg.Model,
 		System:     leadSystem(cfg, id),
-		Tools:      leadRegistry(b, list, cfg.Skills, tool.TaskHandlers{Subagent: subagent.Handler(sub), Teammate: s.teammateHandler}, cfg.Tools...),
+		Tools:      leadRegistry(b, list, cfg.Skills, tool.TaskHandlers{Subagent: subagent.Handler(sub), Teammate: s.teammateHandler, Teammates: s.teammatesHandler}, cfg.Tools...),
 		Env:        cfg.Rules.leaseEnv(cfg.Rules.toolEnv(cfg.Workspace, store.LeadName, "", s.jobs), s.Team, store.LeadName, s.emitter()),
 		MaxTurns:   cfg.MaxTurns,
 		Gate:       gate,

@@ -18,6 +18,21 @@ import (
 // teammateHandler is the Task tool with team_name and name.
 func (s *Session) teammateHandler(ctx context.Context, _ *tool.Env, args tool.TaskArgs) tool.Result {
 	out, err := s.spawn(ctx, args)
+	return spawnResult(out, err)
+}
+
+// teammatesHandler is the Task tool's calls with team_name and name that
+// came in one model message: spawned together (see spawnAll).
+func (s *Session) teammatesHandler(ctx context.Context, _ []*tool.Env, args []tool.TaskArgs) []tool.Result {
+	outs, errs := s.spawnAll(ctx, args)
+	res := make([]tool.Result, len(args))
+	for i := range args {
+		res[i] = spawnResult(outs[i], errs[i])
+	}
+	return res
+}
+
+func spawnResult(out string, err error) tool.Result {
 	if err != nil {
 		return tool.Errorf("Task: %v", err)
 	}
@@ -27,19 +42,137 @@ func (s *Session) teammateHandler(ctx context.Context, _ *tool.Env, args tool.Ta
 // spawn puts a new teammate on the roster, gives it its prompt as its first
 // message, and starts it.
 func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error) {
+	outs, errs := s.spawnAll(ctx, []tool.TaskArgs{args})
+	return outs[0], errs[0]
+}
+
+// spawnAll spawns several teammates at once, as the calls of one message
+// ask, with the outcome of each call. What depends on order is done in the
+// calls' order, so that the same calls make the same team: each is
+// checked, then all join the roster in one change (names and personas
+// given in order), then their prompts are sent and their transcripts
+// marked (independent files, written concurrently so that their fsyncs
+// overlap), then their spawn events are journaled in order, and each
+// teammate starts once its event is durable. A call that fails takes only
+// its own teammate with it. A teammate placed on another machine is
+// spawned on its own, in its turn.
+func (s *Session) spawnAll(ctx context.Context, args []tool.TaskArgs) ([]string, []error) {
+	outs, errs := make([]string, len(args)), make([]error, len(args))
 	t, err := s.Team()
 	if err != nil {
-		return "", err
+		for i := range errs {
+			errs[i] = err
+		}
+		return outs, errs
 	}
+	plans := make([]*spawnPlan, len(args))
+	for i, a := range args {
+		p, err := s.planSpawn(ctx, t, a)
+		switch {
+		case err != nil:
+			errs[i] = err
+		case p.remote:
+			outs[i], errs[i] = s.spawnRemote(ctx, t, p.pool, p.member, p.prompt, a.Description)
+		default:
+			plans[i] = p
+		}
+	}
+	now := time.Now().UTC()
+	joined := make([]error, len(plans))
+	_, err = t.UpdateRoster(ctx, func(r *store.Roster) error {
+		for i, p := range plans {
+			if p != nil {
+				joined[i] = p.join(r, now)
+			}
+		}
+		return nil
+	})
+	for i, p := range plans {
+		switch {
+		case p == nil:
+		case err != nil:
+			errs[i], plans[i] = err, nil
+		case joined[i] != nil:
+			errs[i], plans[i] = joined[i], nil
+		}
+	}
+	// The prompts and the transcripts' new lives, at most spawnWriters at
+	// a time (each holds a few files open).
+	sem := make(chan struct{}, spawnWriters)
+	var wg sync.WaitGroup
+	for i, p := range plans {
+		if p == nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := p.give(ctx, t); err != nil {
+				errs[i] = err
+			}
+		})
+	}
+	wg.Wait()
+	var started []*spawnPlan
+	var events []teamevent.Event
+	for i, p := range plans {
+		if p == nil || errs[i] != nil {
+			continue
+		}
+		started = append(started, p)
+		events = append(events, teamevent.Spawn{Member: p.name, Role: p.member.Role, Model: p.member.Model, PlanModeRequired: p.args.PlanModeRequired, PermissionMode: p.member.PermissionMode, Mode: s.cfg.TeammateMode})
+	}
+	// The spawn events are journaled while the members are made, and
+	// before they run: none of a member's own events comes before its
+	// spawn.
+	journaled := make(chan struct{})
+	go func() {
+		defer close(journaled)
+		emitAll(ctx, t, store.LeadName, events, s.cfg.OnEvent, s.cfg.Logger)
+	}()
+	for i, p := range plans {
+		if p == nil || errs[i] != nil {
+			continue
+		}
+		if err := s.sup.startAfter(t, p.name, p.env, journaled); err != nil {
+			errs[i] = err
+			continue
+		}
+		outs[i] = p.describe(t)
+	}
+	<-journaled
+	return outs, errs
+}
+
+// spawnWriters bounds the spawns of one message writing their files at
+// once.
+const spawnWriters = 64
+
+// spawnPlan is one teammate of spawnAll, checked and placed, not yet on
+// the roster.
+type spawnPlan struct {
+	args   tool.TaskArgs
+	name   string
+	prompt string
+	member store.Member // its roster entry
+	remote bool         // on another machine, from pool
+	pool   string
+	env    Env
+	cast   store.Persona
+}
+
+// planSpawn checks a spawn's arguments and places its teammate (its
+// worktree, for one isolated in a worktree).
+func (s *Session) planSpawn(ctx context.Context, t store.Team, args tool.TaskArgs) (*spawnPlan, error) {
 	if args.TeamName != "" && !strings.EqualFold(args.TeamName, t.Name()) {
-		return "", fmt.Errorf("team %q is not this session's team (%s)", args.TeamName, t.Name())
+		return nil, fmt.Errorf("team %q is not this session's team (%s)", args.TeamName, t.Name())
 	}
 	name, err := store.NormalizeMemberName(args.Name)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if name == store.LeadName {
-		return "", fmt.Errorf("%q is the lead's name", name)
+		return nil, fmt.Errorf("%q is the lead's name", name)
 	}
 	mode := args.PermissionMode
 	if mode == "" && s.cfg.Rules != nil {
@@ -49,7 +182,7 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 		mode = s.inheritedMode()
 	}
 	if !validPermissionMode(mode) || mode == PermDelegate {
-		return "", fmt.Errorf("permission_mode %q is not one of %s", mode, modeNames(permission.TeammateModes))
+		return nil, fmt.Errorf("permission_mode %q is not one of %s", mode, modeNames(permission.TeammateModes))
 	}
 	role := strings.TrimSpace(args.Role)
 	if role == "" {
@@ -73,85 +206,80 @@ func (s *Session) spawn(ctx context.Context, args tool.TaskArgs) (string, error)
 	}
 	servers, err := s.mcpServers(asked)
 	if err != nil {
-		return "", err
-	}
-	if args.Isolation == PlacementRemote || args.Pool != "" {
-		prompt := strings.TrimSpace(args.Prompt)
-		if prompt == "" {
-			prompt = args.Description
-		}
-		pool := args.Pool
-		if pool == "" {
-			pool = DefaultPool
-		}
-		return s.spawnRemote(ctx, t, pool, store.Member{Name: name, Role: role, Model: model, Provider: providerOf(model, s.cfg.Provider),
-			PlanModeRequired: args.PlanModeRequired, PermissionMode: mode, BudgetTokens: args.BudgetTokens, BudgetUSD: args.BudgetUSD,
-			MCPServers: servers}, prompt, args.Description)
-	}
-	env, err := s.sup.envOf(ctx, t, name)
-	if err != nil {
-		return "", err
-	}
-	wt, mergeMode, err := s.isolate(ctx, t, name, args.Isolation, &env)
-	if err != nil {
-		return "", err
-	}
-	now := time.Now().UTC()
-	var cast store.Persona
-	_, err = t.UpdateRoster(ctx, func(r *store.Roster) error {
-		if m, ok := r.Member(name); ok {
-			if m.Status != store.StatusShutdown && !Dead(*m, now) {
-				return fmt.Errorf("a teammate called %q is already on the team (%s); message it instead of spawning another", name, m.Status)
-			}
-			// A member that was shut down may be spawned again.
-			*m = store.Member{}
-			r.Members = removeMember(r.Members, name)
-		}
-		cast, _ = castMember(r, name, role)
-		r.Members = append(r.Members, store.Member{
-			Name: name, Role: role, Model: model, Provider: providerOf(model, s.cfg.Provider), AgentType: "teammate", Status: store.StatusWorking,
-			PlanModeRequired: args.PlanModeRequired, PermissionMode: mode, CWD: env.Workspace.Dir(),
-			Worktree: wt.Path, Branch: wt.Branch, MergeMode: mergeMode,
-			BudgetTokens: args.BudgetTokens, BudgetUSD: args.BudgetUSD, MCPServers: servers,
-			JoinedAt: now, HeartbeatAt: now,
-		})
-		return nil
-	})
-	if err != nil {
-		return "", err
+		return nil, err
 	}
 	prompt := strings.TrimSpace(args.Prompt)
 	if prompt == "" {
 		prompt = args.Description
 	}
-	// The transcript's new life and the prompt are independent files: both
-	// fsyncs at once. The member starts once both are durable.
+	p := &spawnPlan{args: args, name: name, prompt: prompt}
+	if args.Isolation == PlacementRemote || args.Pool != "" {
+		p.remote, p.pool = true, args.Pool
+		if p.pool == "" {
+			p.pool = DefaultPool
+		}
+		p.member = store.Member{Name: name, Role: role, Model: model, Provider: providerOf(model, s.cfg.Provider),
+			PlanModeRequired: args.PlanModeRequired, PermissionMode: mode, BudgetTokens: args.BudgetTokens, BudgetUSD: args.BudgetUSD,
+			MCPServers: servers}
+		return p, nil
+	}
+	if p.env, err = s.sup.envOf(ctx, t, name); err != nil {
+		return nil, err
+	}
+	wt, merge, err := s.isolate(ctx, t, name, args.Isolation, &p.env)
+	if err != nil {
+		return nil, err
+	}
+	p.member = store.Member{
+		Name: name, Role: role, Model: model, Provider: providerOf(model, s.cfg.Provider), AgentType: "teammate", Status: store.StatusWorking,
+		PlanModeRequired: args.PlanModeRequired, PermissionMode: mode, CWD: p.env.Workspace.Dir(),
+		Worktree: wt.Path, Branch: wt.Branch, MergeMode: merge,
+		BudgetTokens: args.BudgetTokens, BudgetUSD: args.BudgetUSD, MCPServers: servers,
+	}
+	return p, nil
+}
+
+// join puts the teammate on roster r, casting it a persona.
+func (p *spawnPlan) join(r *store.Roster, now time.Time) error {
+	if m, ok := r.Member(p.name); ok {
+		if m.Status != store.StatusShutdown && !Dead(*m, now) {
+			return fmt.Errorf("a teammate called %q is already on the team (%s); message it instead of spawning another", p.name, m.Status)
+		}
+		// A member that was shut down may be spawned again.
+		*m = store.Member{}
+		r.Members = removeMember(r.Members, p.name)
+	}
+	p.cast, _ = castMember(r, p.name, p.member.Role)
+	m := p.member
+	m.JoinedAt, m.HeartbeatAt = now, now
+	r.Members = append(r.Members, m)
+	return nil
+}
+
+// give marks the teammate's new life in its transcript and sends it its
+// prompt: independent files, both fsyncs at once. The member starts once
+// both are durable.
+func (p *spawnPlan) give(ctx context.Context, t store.Team) error {
 	var marked sync.WaitGroup
-	marked.Go(func() { markSpawn(t, name) })
-	_, err = t.Mailbox().Send(ctx, store.Message{Type: store.TypeMessage, From: store.LeadName, To: name, Content: prompt, Summary: args.Description})
+	marked.Go(func() { markSpawn(t, p.name) })
+	_, err := t.Mailbox().Send(ctx, store.Message{Type: store.TypeMessage, From: store.LeadName, To: p.name, Content: p.prompt, Summary: p.args.Description})
 	marked.Wait()
 	if err != nil {
-		return "", fmt.Errorf("give %s its prompt: %w", name, err)
+		return fmt.Errorf("give %s its prompt: %w", p.name, err)
 	}
-	// The spawn event is journaled while the member is made, and before it
-	// runs: none of its own events comes before it.
-	journaled := make(chan struct{})
-	go func() {
-		defer close(journaled)
-		s.emit(ctx, t, teamevent.Spawn{Member: name, Role: role, Model: model, PlanModeRequired: args.PlanModeRequired, PermissionMode: mode, Mode: s.cfg.TeammateMode})
-	}()
-	if err := s.sup.startAfter(t, name, env, journaled); err != nil {
-		<-journaled
-		return "", err
+	return nil
+}
+
+// describe is the Task call's answer for a teammate started.
+func (p *spawnPlan) describe(t store.Team) string {
+	desc := p.name
+	if p.member.Role != "" {
+		desc += " (" + p.member.Role + ")"
 	}
-	desc := name
-	if role != "" {
-		desc += " (" + role + ")"
+	if p.cast.Name != "" {
+		desc += ", playing " + p.cast.Name
 	}
-	if cast.Name != "" {
-		desc += ", playing " + cast.Name
-	}
-	return fmt.Sprintf("Spawned teammate %s in team %s. It has your prompt as its first message and will claim unblocked tasks when idle.", desc, t.Name()), nil
+	return fmt.Sprintf("Spawned teammate %s in team %s. It has your prompt as its first message and will claim unblocked tasks when idle.", desc, t.Name())
 }
 
 // mcpServers checks a spawn's mcp_servers against the servers whose tools

@@ -41,6 +41,10 @@ type TaskHandlers struct {
 	// Teammate runs a call with team_name and name. Nil: teams are
 	// refused.
 	Teammate func(ctx context.Context, env *Env, args TaskArgs) Result
+	// Teammates runs consecutive calls with team_name and name of one
+	// message together, with one result per call. Nil: each goes to
+	// Teammate.
+	Teammates func(ctx context.Context, envs []*Env, args []TaskArgs) []Result
 }
 
 type taskTool struct{ h TaskHandlers }
@@ -55,30 +59,87 @@ func (taskTool) ReadOnly() bool     { return false }
 func (taskTool) Kind() kind.Kind    { return kind.Manage }
 
 func (t taskTool) Run(ctx context.Context, env *Env, input json.RawMessage) Result {
-	args, res, ok := decodeArgs[TaskArgs]("Task", input)
-	if !ok {
+	args, teammate, res, ok := t.decode(ctx, input)
+	switch {
+	case !ok:
 		return res
+	case teammate:
+		return t.h.Teammate(ctx, env, args)
+	}
+	return t.h.Subagent(ctx, env, args)
+}
+
+var _ Batcher = taskTool{}
+
+// RunBatch runs the Task calls of one message in order, except that
+// consecutive teammate spawns go to Teammates together. Subagents still
+// run one after another.
+func (t taskTool) RunBatch(ctx context.Context, envs []*Env, inputs []json.RawMessage) []Result {
+	out := make([]Result, len(inputs))
+	var (
+		at    []int
+		tenvs []*Env
+		targs []TaskArgs
+	)
+	flush := func() {
+		if len(at) == 0 {
+			return
+		}
+		res := t.h.Teammates(ctx, tenvs, targs)
+		for k, i := range at {
+			if k < len(res) {
+				out[i] = res[k]
+			} else {
+				out[i] = Errorf("Task: no result for this teammate")
+			}
+		}
+		at, tenvs, targs = nil, nil, nil
+	}
+	for i, input := range inputs {
+		args, teammate, res, ok := t.decode(ctx, input)
+		switch {
+		case !ok:
+			out[i] = res
+		case teammate && t.h.Teammates != nil:
+			at, tenvs, targs = append(at, i), append(tenvs, envs[i]), append(targs, args)
+		case teammate:
+			out[i] = t.h.Teammate(ctx, envs[i], args)
+		default:
+			flush()
+			out[i] = t.h.Subagent(ctx, envs[i], args)
+		}
+	}
+	flush()
+	return out
+}
+
+// decode checks a call's arguments and says whether it spawns a teammate
+// (or runs a subagent); when it can do neither, res says why.
+func (t taskTool) decode(ctx context.Context, input json.RawMessage) (args TaskArgs, teammate bool, res Result, ok bool) {
+	args, res, ok = decodeArgs[TaskArgs]("Task", input)
+	if !ok {
+		return args, false, res, false
 	}
 	args.TeamName, args.Name = strings.TrimSpace(args.TeamName), strings.TrimSpace(args.Name)
 	if strings.TrimSpace(args.Prompt) == "" {
-		return Errorf(`invalid arguments for Task: "prompt" must not be empty`)
+		return args, false, Errorf(`invalid arguments for Task: "prompt" must not be empty`), false
 	}
 	if err := ctx.Err(); err != nil {
-		return Errorf("Task was not run: %v", err)
+		return args, false, Errorf("Task was not run: %v", err), false
 	}
 	switch {
 	case args.TeamName != "" && args.Name != "":
 		if t.h.Teammate == nil {
-			return Errorf("Task: teams are not available to this agent, so no teammate can be spawned; leave out team_name and name to run a subagent instead")
+			return args, false, Errorf("Task: teams are not available to this agent, so no teammate can be spawned; leave out team_name and name to run a subagent instead"), false
 		}
-		return t.h.Teammate(ctx, env, args)
+		return args, true, Result{}, true
 	case args.TeamName != "":
-		return Errorf(`invalid arguments for Task: "team_name" needs "name", the teammate's name; leave out team_name to run a subagent`)
+		return args, false, Errorf(`invalid arguments for Task: "team_name" needs "name", the teammate's name; leave out team_name to run a subagent`), false
 	case args.Name != "":
-		return Errorf(`invalid arguments for Task: "name" is only for a teammate and needs "team_name"; leave out name to run a subagent`)
+		return args, false, Errorf(`invalid arguments for Task: "name" is only for a teammate and needs "team_name"; leave out name to run a subagent`), false
 	}
 	if t.h.Subagent == nil {
-		return Errorf("Task: subagents are not available to this agent")
+		return args, false, Errorf("Task: subagents are not available to this agent"), false
 	}
-	return t.h.Subagent(ctx, env, args)
+	return args, false, Result{}, true
 }

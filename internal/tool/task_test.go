@@ -3,6 +3,7 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -58,6 +59,65 @@ func TestTaskRouting(t *testing.T) {
 				t.Errorf("a handler ran: %v", got)
 			}
 		})
+	}
+}
+
+// TestTaskBatch: consecutive teammate calls go to Teammates together; a
+// subagent call between them runs alone in its turn, and a bad call gets
+// its own error without taking the others with it.
+func TestTaskBatch(t *testing.T) {
+	var got []string
+	h := TaskHandlers{
+		Subagent: func(_ context.Context, _ *Env, a TaskArgs) Result {
+			got = append(got, "subagent:"+a.Description)
+			return OK("report " + a.Description)
+		},
+		Teammate: func(_ context.Context, _ *Env, a TaskArgs) Result {
+			got = append(got, "teammate:"+a.Name)
+			return OK("alone " + a.Name)
+		},
+		Teammates: func(_ context.Context, envs []*Env, as []TaskArgs) []Result {
+			var names []string
+			var out []Result
+			for i, a := range as {
+				names = append(names, a.Name+"@"+envs[i].ToolUseID)
+				out = append(out, OK("spawned "+a.Name))
+			}
+			got = append(got, "teammates:"+strings.Join(names, ","))
+			return out
+		},
+	}
+	inputs := []string{
+		`{"description":"d","prompt":"p","team_name":"T","name":"a"}`,
+		`{"description":"d","prompt":"p","team_name":"T","name":"b"}`,
+		`{"description":"d","prompt":" ","team_name":"T","name":"c"}`,
+		`{"description":"x","prompt":"p"}`,
+		`{"description":"d","prompt":"p","team_name":"T","name":"e"}`,
+	}
+	var envs []*Env
+	var raw []json.RawMessage
+	for i, in := range inputs {
+		envs = append(envs, &Env{ToolUseID: fmt.Sprint("u", i)})
+		raw = append(raw, json.RawMessage(in))
+	}
+	res := TaskTool(h).(Batcher).RunBatch(context.Background(), envs, raw)
+	if diff := cmp.Diff([]string{"teammates:a@u0,b@u1", "subagent:x", "teammates:e@u4"}, got); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	var answers []string
+	for _, r := range res {
+		answers = append(answers, fmt.Sprint(r.IsError, " ", r.Content))
+	}
+	want := []string{"false spawned a", "false spawned b", `true invalid arguments for Task: "prompt" must not be empty`, "false report x", "false spawned e"}
+	if diff := cmp.Diff(want, answers); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	// Without Teammates, each goes to Teammate.
+	got = nil
+	h.Teammates = nil
+	TaskTool(h).(Batcher).RunBatch(context.Background(), envs[:2], raw[:2])
+	if diff := cmp.Diff([]string{"teammate:a", "teammate:b"}, got); diff != "" {
+		t.Errorf("calls without Teammates (-want +got):\n%s", diff)
 	}
 }
 

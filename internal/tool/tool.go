@@ -37,6 +37,16 @@ type Tool interface {
 	Run(ctx context.Context, env *Env, input json.RawMessage) Result
 }
 
+// Batcher is a tool whose consecutive calls in one model message are run
+// together: the agent announces and gates each call in order as it would
+// alone, hands the calls it allows to RunBatch at once, in the message's
+// order, and answers each in order. RunBatch returns one result per call;
+// it must honour ctx and never panic on bad input, as Run.
+type Batcher interface {
+	Tool
+	RunBatch(ctx context.Context, envs []*Env, inputs []json.RawMessage) []Result
+}
+
 // Env is what a tool call may use of its agent's surroundings.
 type Env struct {
 	// Workspace confines every file access.

@@ -18,20 +18,34 @@ var _ store.Journal = (*journal)(nil)
 
 // Append records e.
 func (j *journal) Append(ctx context.Context, e store.Event) error {
-	if e.Type == "" {
-		return fmt.Errorf("append event: no type")
+	return j.AppendAll(ctx, []store.Event{e})
+}
+
+var _ store.JournalBatch = (*journal)(nil)
+
+// AppendAll records es in order, with one write and one fsync.
+func (j *journal) AppendAll(ctx context.Context, es []store.Event) error {
+	var lines []byte
+	for _, e := range es {
+		if e.Type == "" {
+			return fmt.Errorf("append event: no type")
+		}
+		if e.Team == "" {
+			e.Team = j.t.name
+		}
+		if e.TS.IsZero() {
+			e.TS = j.t.s.opts.Now().UTC()
+		}
+		line, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("append event %s: %w", e.Type, err)
+		}
+		lines = append(append(lines, line...), '\n')
 	}
-	if e.Team == "" {
-		e.Team = j.t.name
+	if len(lines) == 0 {
+		return nil
 	}
-	if e.TS.IsZero() {
-		e.TS = j.t.s.opts.Now().UTC()
-	}
-	line, err := json.Marshal(e)
-	if err != nil {
-		return fmt.Errorf("append event %s: %w", e.Type, err)
-	}
-	if err := j.t.appendLocked(ctx, j.t.path("events.lock"), j.t.path("events.jsonl"), append(line, '\n')); err != nil {
+	if err := j.t.appendLocked(ctx, j.t.path("events.lock"), j.t.path("events.jsonl"), lines); err != nil {
 		return err
 	}
 	j.t.s.hub.notify(journalKey(j.t.key))
