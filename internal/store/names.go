@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"slices"
@@ -219,4 +220,32 @@ func HumanAnswer(requestType, to, requestID string, approve bool, feedback strin
 	}
 	return Message{Type: typ, From: HumanName, To: to, RequestID: requestID, Approve: &approve, Feedback: feedback,
 		Content: fmt.Sprintf("The human %s your request.", verdict)}
+}
+
+// UpdateMemberVia is UpdateMember made of UpdateRoster, for a backend
+// whose roster changes cost the same either way.
+func UpdateMemberVia(ctx context.Context, t Team, name string, fn func(*Member) error) (m Member, ok bool, err error) {
+	n, err := NormalizeMemberName(name)
+	if err != nil {
+		return Member{}, false, fmt.Errorf("update member: %w", err)
+	}
+	_, err = t.UpdateRoster(ctx, func(r *Roster) error {
+		p, found := r.Member(n)
+		if ok = found; !found {
+			return nil
+		}
+		next := *p
+		next.MCPServers = slices.Clone(p.MCPServers)
+		if err := fn(&next); err != nil {
+			return err
+		}
+		next.Name = p.Name
+		*p, m = next, next
+		m.MCPServers = slices.Clone(next.MCPServers)
+		return nil
+	})
+	if err != nil {
+		return Member{}, false, err
+	}
+	return m, ok, nil
 }

@@ -53,6 +53,10 @@ type Team interface {
 	// across processes. If fn returns an error nothing is written. The name,
 	// lead and creation time cannot be changed; member names are validated.
 	UpdateRoster(ctx context.Context, fn func(*Roster) error) (Roster, error)
+	// UpdateMember is UpdateRoster for the entry of one member (fn cannot
+	// rename it), at the cost of one member rather than of the roster. ok
+	// is false, and nothing written, when the roster has no such member.
+	UpdateMember(ctx context.Context, name string, fn func(*Member) error) (m Member, ok bool, err error)
 	Tasks() Tasks
 	Mailbox() Mailbox
 	Journal() Journal

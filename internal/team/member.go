@@ -239,11 +239,7 @@ func (m *Member) setStatusLater(ctx context.Context, status, why string) {
 func (m *Member) writeStatus(ctx context.Context, now time.Time, status, why string) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, err := m.cfg.Team.UpdateRoster(context.WithoutCancel(ctx), func(r *store.Roster) error {
-			me, ok := r.Member(m.name)
-			if !ok {
-				return nil
-			}
+		_, _, err := m.cfg.Team.UpdateMember(context.WithoutCancel(ctx), m.name, func(me *store.Member) error {
 			me.Status, me.HeartbeatAt, me.PID = status, now, os.Getpid()
 			return nil
 		})
@@ -342,8 +338,8 @@ func (m *Member) markShutdown(ctx context.Context, why string) {
 func (m *Member) markStopped(ctx context.Context, why string) {
 	m.in.settle()
 	stale := time.Now().UTC().Add(-Lease - time.Second)
-	_, err := m.cfg.Team.UpdateRoster(context.WithoutCancel(ctx), func(r *store.Roster) error {
-		if me, ok := r.Member(m.name); ok && me.Status != store.StatusShutdown {
+	_, _, err := m.cfg.Team.UpdateMember(context.WithoutCancel(ctx), m.name, func(me *store.Member) error {
+		if me.Status != store.StatusShutdown {
 			me.HeartbeatAt = stale
 		}
 		return nil

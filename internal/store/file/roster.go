@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/store"
@@ -277,10 +278,33 @@ func applyLog(r *store.Roster, data []byte, heartbeatsOnly *bool) error {
 // the result durable: appended to the log when it only adds or changes
 // members in place, written whole otherwise.
 func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (store.Roster, error) {
-	if err := ctx.Err(); err != nil {
+	r := &rosterReq{fn: fn}
+	if err := t.submitRoster(ctx, r); err != nil {
 		return store.Roster{}, err
 	}
-	r := &rosterReq{fn: fn, done: make(chan error, 1)}
+	return r.out, nil // the caller's own: the batch cloned it and kept no reference
+}
+
+// UpdateMember is UpdateRoster for one member's entry: its change costs
+// the copy and comparison of one member, not of the whole roster, which
+// matters when hundreds of members change their status at once.
+func (t *Team) UpdateMember(ctx context.Context, name string, fn func(*store.Member) error) (store.Member, bool, error) {
+	n, err := store.NormalizeMemberName(name)
+	if err != nil {
+		return store.Member{}, false, fmt.Errorf("update member: %w", err)
+	}
+	r := &rosterReq{member: n, mfn: fn}
+	if err := t.submitRoster(ctx, r); err != nil {
+		return store.Member{}, false, err
+	}
+	return r.mout, r.found, nil
+}
+
+func (t *Team) submitRoster(ctx context.Context, r *rosterReq) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r.done = make(chan error, 1)
 	t.s.rosterBatches.get(t.key).submit(r, func(batch []*rosterReq) {
 		// Waited for without ctx: other callers' changes ride on it.
 		err := t.s.locks.withLock(context.WithoutCancel(ctx), t.path("config.lock"), func() error {
@@ -292,10 +316,7 @@ func (t *Team) UpdateRoster(ctx context.Context, fn func(*store.Roster) error) (
 			}
 		}
 	})
-	if err := <-r.done; err != nil {
-		return store.Roster{}, err
-	}
-	return r.out, nil // the caller's own: the batch cloned it and kept no reference
+	return <-r.done
 }
 
 // rosterReq is one UpdateRoster waiting in a group commit: the changes
@@ -307,6 +328,11 @@ type rosterReq struct {
 	fn   func(*store.Roster) error
 	out  store.Roster // a clone the batch shares with nothing it keeps
 	done chan error
+	// An UpdateMember: fn is nil, and mfn changes member's entry alone.
+	member string
+	mfn    func(*store.Member) error
+	mout   store.Member
+	found  bool
 }
 
 // updateBatch applies the queued changes in order and answers each; the
@@ -356,39 +382,75 @@ func (t *Team) updateBatch(batch []*rosterReq) error {
 		lines, waiting = nil, nil
 		return err
 	}
+	// shared: cur is also some caller's result, so a change of one member
+	// in place must copy it first.
+	shared := false
 	for i, q := range batch {
-		next := cur.Clone()
-		if err := q.fn(&next); err != nil {
-			q.done <- err
-			continue
+		// cv and nv are the roster before and after q (for a change of one
+		// member, that member alone); adopt makes q's change current.
+		var (
+			cv, nv *store.Roster
+			adopt  func()
+		)
+		if q.mfn != nil {
+			at := slices.IndexFunc(cur.Members, func(m store.Member) bool { return m.Name == q.member })
+			if at < 0 {
+				q.done <- nil
+				continue
+			}
+			old := cur.Members[at]
+			m := old
+			m.MCPServers = slices.Clone(old.MCPServers)
+			if err := q.mfn(&m); err != nil {
+				q.done <- err
+				continue
+			}
+			m.Name = old.Name
+			q.mout, q.found = m, true
+			q.mout.MCPServers = slices.Clone(m.MCPServers)
+			cv, nv = &store.Roster{Members: []store.Member{old}}, &store.Roster{Members: []store.Member{m}}
+			adopt = func() {
+				if shared {
+					cur, shared = cur.Clone(), false
+				}
+				cur.Members[at] = m
+			}
+		} else {
+			next := cur.Clone()
+			if err := q.fn(&next); err != nil {
+				q.done <- err
+				continue
+			}
+			next.Name, next.Lead, next.CreatedAt = cur.Name, cur.Lead, cur.CreatedAt
+			if err := next.NormalizeMembers(); err != nil {
+				q.done <- fmt.Errorf("update roster of team %s: %w", t.name, err)
+				continue
+			}
+			q.out = next
+			cv, nv = &cur, &next
+			adopt = func() { cur, shared = next, true }
 		}
-		next.Name, next.Lead, next.CreatedAt = cur.Name, cur.Lead, cur.CreatedAt
-		if err := next.NormalizeMembers(); err != nil {
-			q.done <- fmt.Errorf("update roster of team %s: %w", t.name, err)
-			continue
-		}
-		q.out = next
-		if fwd, ok := store.HeartbeatsForward(&cur, &next); ok {
+		if fwd, ok := store.HeartbeatsForward(cv, nv); ok {
 			if beat == nil {
 				beat = map[string]time.Time{}
 			}
 			maps.Copy(beat, fwd)
 			beatsOnly = append(beatsOnly, q)
-			cur = next
+			adopt()
 			continue
 		}
-		for _, name := range store.HeartbeatsBack(&cur, &next) {
+		for _, name := range store.HeartbeatsBack(cv, nv) {
 			delete(beat, name)
 			drop = append(drop, name)
 		}
-		add, beats, ok := logLines(&cur, &next)
+		add, beats, ok := logLines(cv, nv)
 		if ok && off+int64(len(lines)+len(add)) <= rosterLogBytes {
 			lines = append(lines, add...)
 			if !beats {
 				heartbeatsOnly = false
 				fold = true
 			}
-			cur = next
+			adopt()
 			waiting = append(waiting, q)
 			continue
 		}
@@ -399,7 +461,8 @@ func (t *Team) updateBatch(batch []*rosterReq) error {
 			}
 			return nil
 		}
-		if err := t.writeRoster(&next); err != nil {
+		adopt()
+		if err := t.writeRoster(&cur); err != nil {
 			q.done <- fmt.Errorf("update roster of team %s: %w", t.name, err)
 			for _, rest := range batch[i+1:] {
 				rest.done <- err
@@ -407,7 +470,7 @@ func (t *Team) updateBatch(batch []*rosterReq) error {
 			return nil
 		}
 		q.done <- nil
-		cur, off, heartbeatsOnly = next, 0, true
+		off, heartbeatsOnly = 0, true
 	}
 	if err := flush(); err != nil {
 		return nil

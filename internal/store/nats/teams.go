@@ -385,6 +385,12 @@ func (t *Team) rosterOnly(ctx context.Context) (store.Roster, error) {
 	return rec.Roster, nil
 }
 
+// UpdateMember changes one member's entry through UpdateRoster: a roster
+// on NATS is one key, written whole either way.
+func (t *Team) UpdateMember(ctx context.Context, name string, fn func(*store.Member) error) (store.Member, bool, error) {
+	return store.UpdateMemberVia(ctx, t, name, fn)
+}
+
 // UpdateRoster is a read-modify-write with a compare-and-set, run again
 // when another client wrote first (fn may then run more than once). A
 // change of heartbeats alone writes the members' heartbeat keys instead

@@ -293,6 +293,90 @@ var rosterTests = map[string]func(*testing.T, Factory){
 			}
 		}
 	},
+	"UpdateMember": func(t *testing.T, f Factory) {
+		// A change of one member's entry keeps the others, is read back
+		// by another client, cannot rename the member, and writes nothing
+		// when fn fails or the member does not exist.
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		tm := newTeam(t, s, "alice", "bob")
+		m, ok, err := tm.UpdateMember(ctx, "alice", func(m *store.Member) error {
+			m.Status, m.Name, m.MCPServers = store.StatusWorking, "mallory", []string{"github"}
+			return nil
+		})
+		if err != nil || !ok || m.Name != "alice" || m.Status != store.StatusWorking || !slices.Equal(m.MCPServers, []string{"github"}) {
+			t.Fatalf("UpdateMember = %+v, %v, %v", m, ok, err)
+		}
+		called := false
+		if _, ok, err := tm.UpdateMember(ctx, "nobody", func(*store.Member) error { called = true; return nil }); ok || err != nil || called {
+			t.Errorf("UpdateMember of nobody = %v, %v (fn called: %v)", ok, err, called)
+		}
+		boom := errors.New("boom")
+		if _, _, err := tm.UpdateMember(ctx, "bob", func(m *store.Member) error { m.Role = "changed"; return boom }); !errors.Is(err, boom) {
+			t.Errorf("UpdateMember with a failing fn: %v", err)
+		}
+		for _, c := range []store.Team{tm, reopen(t, o, "t1")} {
+			r := must[store.Roster](t)(c.ReadRoster(ctx))
+			var got []string
+			for _, m := range r.Members {
+				got = append(got, m.Name+":"+m.Status+":"+m.Role+":"+strings.Join(m.MCPServers, ","))
+			}
+			if diff := cmp.Diff([]string{"alice:working:worker:github", "bob:idle:worker:"}, got); diff != "" {
+				t.Errorf("members (-want +got):\n%s", diff)
+			}
+		}
+	},
+	"UpdateMemberWithRosterUpdates": func(t *testing.T, f Factory) {
+		// Changes of single members and of the whole roster made at once
+		// are all kept, and the roster an UpdateRoster returns is the one
+		// its fn made: a member's change that comes after it does not
+		// show in it.
+		_, s := open(t, f)
+		ctx := ctxFor(t)
+		names := []string{"m0", "m1", "m2", "m3", "m4", "m5"}
+		tm := newTeam(t, s, names...)
+		const rounds = 15
+		var wg sync.WaitGroup
+		for _, name := range names {
+			wg.Go(func() {
+				for k := range rounds {
+					want := fmt.Sprint(k)
+					m, ok, err := tm.UpdateMember(ctx, name, func(m *store.Member) error { m.Role = want; return nil })
+					if err != nil || !ok || m.Role != want {
+						t.Errorf("UpdateMember(%s) = %+v, %v, %v", name, m, ok, err)
+						return
+					}
+				}
+			})
+		}
+		for range 2 {
+			wg.Go(func() {
+				for k := range rounds {
+					var made store.Roster
+					got, err := tm.UpdateRoster(ctx, func(r *store.Roster) error {
+						r.Description = fmt.Sprint(k)
+						made = r.Clone()
+						return nil
+					})
+					if err != nil {
+						t.Errorf("UpdateRoster: %v", err)
+						return
+					}
+					if diff := cmp.Diff(made.Members, got.Members, cmpopts.EquateEmpty()); diff != "" {
+						t.Errorf("UpdateRoster returned another roster than its fn made (-made +got):\n%s", diff)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		r := must[store.Roster](t)(tm.ReadRoster(ctx))
+		for _, name := range names {
+			if m, ok := r.Member(name); !ok || m.Role != fmt.Sprint(rounds-1) {
+				t.Errorf("%s = %+v, want role %d", name, m, rounds-1)
+			}
+		}
+	},
 	"InPlaceEditsKept": func(t *testing.T, f Factory) {
 		// An update that edits the roster's slices in place (a persona
 		// cast to a member, a member's MCP servers) is kept like any
