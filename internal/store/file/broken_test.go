@@ -241,7 +241,7 @@ func TestStrayTempsSweptAtOpen(t *testing.T) {
 		}
 	}
 	// Another process writing bob's cursor holds bob's inbox lock.
-	held := flock.New(filepath.Join(team, "inbox/bob.lock"))
+	held := flock.New(filepath.Join(team, "inbox/bob.cursor"))
 	if err := held.Lock(); err != nil {
 		t.Fatal(err)
 	}

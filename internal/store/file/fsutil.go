@@ -100,9 +100,18 @@ func (l *fileLock) tryLock() (bool, error) {
 	return false, err
 }
 
-// acquire opens the lock file and flocks it with how; l.mu is held.
+// acquire opens the lock file and flocks it with how; l.mu is held. A
+// lock file it has to make is made durable with its directory: some lock
+// files hold data of their own (an inbox's cursor, a transcript).
 func (l *fileLock) acquire(how int) error {
-	fd, err := openFD(l.path, syscall.O_CREAT|syscall.O_RDWR, 0o600)
+	fd, err := openFD(l.path, syscall.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		if fd, err = openFD(l.path, syscall.O_CREAT|syscall.O_RDWR, 0o600); err == nil {
+			if err = syncDir(filepath.Dir(l.path)); err != nil {
+				syscall.Close(fd)
+			}
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("lock %s: %w", l.path, err)
 	}

@@ -183,7 +183,10 @@ func (t *Team) AppendTranscript(ctx context.Context, member string, line json.Ra
 	if err := os.MkdirAll(t.path("transcripts"), 0o755); err != nil {
 		return err
 	}
-	return t.appendLocked(ctx, t.path("transcripts", name+".lock"), t.path("transcripts", name+".jsonl"), append(compact, '\n'))
+	// A transcript is only ever appended to, never replaced: it is its own
+	// lock file.
+	path := t.path("transcripts", name+".jsonl")
+	return t.appendLocked(ctx, path, path, append(compact, '\n'))
 }
 
 // ReadTranscript returns the lines of member's transcript.

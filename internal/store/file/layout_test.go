@@ -373,3 +373,69 @@ func TestTaskIntentReplay(t *testing.T) {
 		t.Errorf(".intent left behind: %v", err)
 	}
 }
+
+// TestMemberFiles: a member's inbox is its messages and its cursor, which
+// is also the inbox's lock, and its transcript is its own lock: no lock
+// file of their own. A cursor file that its lock made before any ack
+// reads as nothing read.
+func TestMemberFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tm := newTestTeam(t, dir, "alice")
+	ctx := context.Background()
+	for _, c := range []string{"one", "two"} {
+		if _, err := tm.Mailbox().Send(ctx, store.Message{From: "human", To: "alice", Content: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tm.AppendTranscript(ctx, "alice", json.RawMessage(`{"role":"user"}`)); err != nil {
+		t.Fatal(err)
+	}
+	team := filepath.Join(dir, "teams", "t1")
+	list := func(sub string) []string {
+		ents, err := os.ReadDir(filepath.Join(team, sub))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range ents {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	if got, want := list("inbox"), []string{"alice.cursor", "alice.jsonl"}; !slices.Equal(got, want) {
+		t.Errorf("inbox/ = %v, want %v", got, want)
+	}
+	if got, want := list("transcripts"), []string{"alice.jsonl"}; !slices.Equal(got, want) {
+		t.Errorf("transcripts/ = %v, want %v", got, want)
+	}
+	if fi, err := os.Stat(filepath.Join(team, "inbox", "alice.cursor")); err != nil || fi.Size() != 0 {
+		t.Fatalf("cursor before any ack: %v, %v; want an empty file", fi, err)
+	}
+	ms := receiveNow(t, tm.Mailbox(), "alice")
+	if len(ms) != 2 || ms[0].Content != "one" || ms[1].Content != "two" {
+		t.Fatalf("received %+v, want one and two", ms)
+	}
+	if err := tm.Mailbox().Ack(ctx, "alice", ms[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tm.Mailbox().Send(ctx, store.Message{From: "human", To: "alice", Content: "three"}); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	other, err := s2.Team(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range receiveNow(t, other.Mailbox(), "alice") {
+		got = append(got, m.Content)
+	}
+	if !slices.Equal(got, []string{"two", "three"}) {
+		t.Errorf("after acking one, another client receives %v, want [two three]", got)
+	}
+}

@@ -50,8 +50,14 @@ const (
 func (mb *mailbox) inboxDir() string              { return mb.t.path("inbox") }
 func (mb *mailbox) inbox(member string) string    { return mb.t.path("inbox", member+".jsonl") }
 func (mb *mailbox) cursorOf(member string) string { return mb.t.path("inbox", member+".cursor") }
-func (mb *mailbox) lockOf(member string) string   { return mb.t.path("inbox", member+".lock") }
+func (mb *mailbox) lockOf(member string) string   { return inboxLock(mb.t, member) }
 func (mb *mailbox) badOf(member string) string    { return mb.t.path("inbox", member+".bad") }
+
+// inboxLock is the lock of member's inbox: its cursor file, which is
+// written in place and never replaced (cursorfile.go), so that one file
+// serves both and an inbox makes two files, not three. An empty cursor
+// file (made by the lock before the first ack) is a cursor at the start.
+func inboxLock(t *Team, member string) string { return t.path("inbox", member+".cursor") }
 
 // cursor is the content of <member>.cursor.
 type cursor struct {

@@ -6,12 +6,12 @@
 //
 //	config.json                 roster, replaced whole (temp + fsync + rename) under config.lock
 //	roster.jsonl                member records changed since config.json was written, one per line (roster.go)
-//	inbox/<member>.jsonl        one message per line, appended under inbox/<member>.lock
-//	inbox/<member>.cursor       {"offset":N,"len":L,"sum":"…"}: bytes durably consumed
+//	inbox/<member>.jsonl        one message per line, appended under the lock of inbox/<member>.cursor
+//	inbox/<member>.cursor       bytes durably consumed, in two slots (cursorfile.go); the inbox's lock file
 //	inbox/<member>.bad          malformed lines set aside by the reader
 //	tasks/<id>.json             one task per file; tasks/.highwatermark; tasks/.lock
 //	tasks/.version              the board's change log: the ids each change touched (boardcache.go)
-//	transcripts/<member>.jsonl  an agent's conversation, appended under <member>.lock
+//	transcripts/<member>.jsonl  an agent's conversation, appended under its own lock
 //	events.jsonl                the team journal, appended under events.lock
 //
 // Writers of one process that arrive together share one hold of a lock and

@@ -86,7 +86,7 @@ func (s *Store) tempLock(t *Team, dir, name string) string {
 	case t.path("inbox"):
 		for _, ext := range []string{".jsonl", ".cursor"} {
 			if member, ok := strings.CutSuffix(target, ext); ok && member != "" {
-				return t.path("inbox", member+".lock")
+				return inboxLock(t, member)
 			}
 		}
 	}
