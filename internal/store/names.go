@@ -249,3 +249,21 @@ func UpdateMemberVia(ctx context.Context, t Team, name string, fn func(*Member) 
 	}
 	return m, ok, nil
 }
+
+// ReadMemberVia is ReadMember made of ReadRoster, for a backend whose
+// roster reads cost the same either way.
+func ReadMemberVia(ctx context.Context, t Team, name string) (Member, bool, error) {
+	n, err := NormalizeMemberName(name)
+	if err != nil {
+		return Member{}, false, fmt.Errorf("read member: %w", err)
+	}
+	r, err := t.ReadRoster(ctx)
+	if err != nil {
+		return Member{}, false, err
+	}
+	m, ok := r.Member(n)
+	if !ok {
+		return Member{}, false, nil
+	}
+	return *m, true, nil
+}

@@ -49,6 +49,10 @@ type Team interface {
 	Name() string
 	// ReadRoster returns the current roster.
 	ReadRoster(ctx context.Context) (Roster, error)
+	// ReadMember returns one member's entry of the current roster, at the
+	// cost of one member rather than of the roster; ok is false when the
+	// roster has no such member.
+	ReadMember(ctx context.Context, name string) (m Member, ok bool, err error)
 	// UpdateRoster applies fn to the roster as one atomic read-modify-write
 	// across processes. If fn returns an error nothing is written. The name,
 	// lead and creation time cannot be changed; member names are validated.

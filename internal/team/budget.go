@@ -83,10 +83,8 @@ func (b *budgets) check(ctx context.Context, agent string) error {
 	}
 	own := limits.Agents[agent]
 	if own == (usage.Limit{}) {
-		if r, err := b.t.ReadRoster(ctx); err == nil {
-			if m, ok := r.Member(agent); ok {
-				own = usage.Limit{Tokens: m.BudgetTokens, CostUSD: m.BudgetUSD}
-			}
+		if m, ok, err := b.t.ReadMember(ctx, agent); err == nil && ok {
+			own = usage.Limit{Tokens: m.BudgetTokens, CostUSD: m.BudgetUSD}
 		}
 	}
 	if own == (usage.Limit{}) {

@@ -153,11 +153,7 @@ func (sv *supervisor) startAfter(t store.Team, name string, env Env, ready <-cha
 // narrows what a teammate is offered, it grants nothing, and the member's
 // permission rules still judge every call.
 func (sv *supervisor) mcpServersOf(t store.Team, name string) []string {
-	r, err := t.ReadRoster(context.Background())
-	if err != nil {
-		return nil
-	}
-	if m, ok := r.Member(name); ok {
+	if m, ok, err := t.ReadMember(context.Background(), name); err == nil && ok {
 		return m.MCPServers
 	}
 	return nil
@@ -216,11 +212,8 @@ func (sv *supervisor) superviseProcess(ctx context.Context, t store.Team, h *han
 		if ctx.Err() != nil || restarts >= maxRestarts {
 			return
 		}
-		r, rerr := t.ReadRoster(context.Background())
-		if rerr != nil {
-			return
-		}
-		if m, ok := r.Member(h.name); !ok || m.Status == store.StatusShutdown {
+		m, ok, rerr := t.ReadMember(context.Background(), h.name)
+		if rerr != nil || !ok || m.Status == store.StatusShutdown {
 			return
 		}
 		sv.em.emit(context.Background(), t, teamevent.Restart{Member: h.name, Exit: fmt.Sprint(err), Restarts: restarts + 1})

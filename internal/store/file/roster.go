@@ -118,6 +118,31 @@ func (t *Team) ReadRoster(ctx context.Context) (store.Roster, error) {
 	return r, nil
 }
 
+// ReadMember returns one member's entry, copied out of the cached roster
+// alone.
+func (t *Team) ReadMember(ctx context.Context, name string) (store.Member, bool, error) {
+	n, err := store.NormalizeMemberName(name)
+	if err != nil {
+		return store.Member{}, false, fmt.Errorf("read member: %w", err)
+	}
+	c, err := t.roster()
+	if err != nil {
+		return store.Member{}, false, err
+	}
+	at := slices.IndexFunc(c.r.Members, func(m store.Member) bool { return m.Name == n })
+	if at < 0 {
+		return store.Member{}, false, nil
+	}
+	beats, err := t.heartbeats()
+	if err != nil {
+		return store.Member{}, false, err
+	}
+	one := store.Roster{Members: []store.Member{c.r.Members[at]}}
+	one.Members[0].MCPServers = slices.Clone(one.Members[0].MCPServers)
+	store.WithHeartbeats(&one, beats)
+	return one.Members[0], true, nil
+}
+
 // roster returns the current roster, from the cache when config.json and
 // the log are what they were. The result is shared: callers copy it.
 func (t *Team) roster() (*rosterCache, error) {

@@ -385,6 +385,12 @@ func (t *Team) rosterOnly(ctx context.Context) (store.Roster, error) {
 	return rec.Roster, nil
 }
 
+// ReadMember reads one member's entry through ReadRoster: a roster on
+// NATS is one key, read whole either way.
+func (t *Team) ReadMember(ctx context.Context, name string) (store.Member, bool, error) {
+	return store.ReadMemberVia(ctx, t, name)
+}
+
 // UpdateMember changes one member's entry through UpdateRoster: a roster
 // on NATS is one key, written whole either way.
 func (t *Team) UpdateMember(ctx context.Context, name string, fn func(*store.Member) error) (store.Member, bool, error) {

@@ -326,6 +326,43 @@ var rosterTests = map[string]func(*testing.T, Factory){
 			}
 		}
 	},
+	"ReadMember": func(t *testing.T, f Factory) {
+		// One member's entry reads as it does in the whole roster, its
+		// heartbeat included, by this client and by another.
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		tm := newTeam(t, s, "alice", "bob")
+		beat := time.Now().UTC().Truncate(time.Millisecond).Add(time.Minute)
+		must[store.Roster](t)(tm.UpdateRoster(ctx, func(r *store.Roster) error {
+			m, _ := r.Member("bob")
+			m.Status, m.MCPServers = store.StatusWorking, []string{"github"}
+			return nil
+		}))
+		must[store.Roster](t)(tm.UpdateRoster(ctx, func(r *store.Roster) error {
+			m, _ := r.Member("bob")
+			m.HeartbeatAt = beat // a change of heartbeat alone
+			return nil
+		}))
+		for _, c := range []store.Team{tm, reopen(t, o, "t1")} {
+			r := must[store.Roster](t)(c.ReadRoster(ctx))
+			for _, name := range []string{"alice", "bob", "BOB"} {
+				got, ok, err := c.ReadMember(ctx, name)
+				want, _ := r.Member(strings.ToLower(name))
+				if err != nil || !ok {
+					t.Fatalf("ReadMember(%s) = %v, %v", name, ok, err)
+				}
+				if diff := cmp.Diff(*want, got, cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("ReadMember(%s) differs from the roster's entry (-roster +member):\n%s", name, diff)
+				}
+			}
+			if m, _, _ := c.ReadMember(ctx, "bob"); !m.HeartbeatAt.Equal(beat) {
+				t.Errorf("bob's heartbeat reads %v, want %v", m.HeartbeatAt, beat)
+			}
+			if _, ok, err := c.ReadMember(ctx, "nobody"); ok || err != nil {
+				t.Errorf("ReadMember(nobody) = %v, %v", ok, err)
+			}
+		}
+	},
 	"UpdateMemberWithRosterUpdates": func(t *testing.T, f Factory) {
 		// Changes of single members and of the whole roster made at once
 		// are all kept, and the roster an UpdateRoster returns is the one
