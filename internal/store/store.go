@@ -159,6 +159,14 @@ type Mailbox interface {
 	Watch(ctx context.Context, member string) (<-chan struct{}, error)
 }
 
+// TaskBatch is a Tasks that creates several tasks in one atomic change:
+// ids given in the tasks' order, a task may be blocked by one made before
+// it in the same call, and either all are made or none.
+type TaskBatch interface {
+	Tasks
+	CreateAll(ctx context.Context, ts []Task) ([]Task, error)
+}
+
 // JournalBatch is a Journal that appends several events with one write:
 // all of them, in order, or none.
 type JournalBatch interface {

@@ -72,3 +72,7 @@ type emitter struct {
 func (e emitter) emit(ctx context.Context, t store.Team, ev teamevent.Event) {
 	emit(ctx, t, e.agent, ev, e.onEvent, e.log)
 }
+
+func (e emitter) emitAll(ctx context.Context, t store.Team, evs []teamevent.Event) {
+	emitAll(ctx, t, e.agent, evs, e.onEvent, e.log)
+}

@@ -18,7 +18,10 @@ import (
 // permission for each command, and both message each other and start a
 // background command. Who claims what, what arrives together in whose inbox,
 // and at which tool boundary a background command is announced as finished,
-// depend on timing.
+// depend on timing. (The background command is quick and the foreground
+// one sleeps, so that the recording announces at least one: under a loaded
+// test run a background command as slow as the foreground one was
+// sometimes still running at every boundary.)
 const pacedScript = `
 rules:
   - agent: team-lead
@@ -41,8 +44,8 @@ rules:
   - regex: 'task #([0-9]): (one|two|three)'
     times: 0
     reply:
-      - tool_use: {name: bash, input: {command: "sleep 0.01; echo ${agent} > ${2}.bg", run_in_background: true, description: "background ${2}"}}
-      - tool_use: {name: bash, input: {command: "echo ${agent} > ${2}.txt; sleep 0.01"}}
+      - tool_use: {name: bash, input: {command: "echo ${agent} > ${2}.bg", run_in_background: true, description: "background ${2}"}}
+      - tool_use: {name: bash, input: {command: "echo ${agent} > ${2}.txt; sleep 0.05"}}
       - tool_use: {name: SendMessage, input: {type: broadcast, content: "${agent} did task ${1}", summary: "did ${1}"}}
       - tool_use: {name: TaskUpdate, input: {taskId: "${1}", status: completed}}
   - times: 0

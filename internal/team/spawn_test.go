@@ -1,6 +1,10 @@
 package team_test
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -79,4 +83,85 @@ rules:
 			t.Error("a refused spawn ran")
 		}
 	})
+}
+
+// TestTaskCreatesOfOneMessage: the TaskCreate calls of one message make
+// their tasks in one change of the board, with ids in the calls' order (a
+// task may be blocked by one made before it); when one call cannot be
+// made, the others are still made, one by one, and it fails alone. The
+// journal has each task made, in order.
+func TestTaskCreatesOfOneMessage(t *testing.T) {
+	t.Parallel()
+	f := start(t, `
+rules:
+  - agent: team-lead
+    contains: "Plan it"
+    reply:
+      - tool_use: {name: TeamCreate, input: {team_name: plan}}
+      - tool_use: {name: TaskCreate, input: {subject: "design"}}
+      - tool_use: {name: TaskCreate, input: {subject: "build", blockedBy: ["1"]}}
+      - tool_use: {name: TaskCreate, input: {subject: "ship", blockedBy: ["2"]}}
+  - agent: team-lead
+    contains: "Add more"
+    reply:
+      - tool_use: {name: TaskCreate, input: {subject: "docs"}}
+      - tool_use: {name: TaskCreate, input: {subject: "later", blockedBy: ["99"]}}
+      - tool_use: {name: TaskCreate, input: {subject: "tests", blockedBy: ["4"]}}
+  - agent: team-lead
+    times: 0
+    reply: [{text: "ok"}]
+`)
+	// No teammate takes the tasks: each run ends stalled, which is not
+	// what this test is about.
+	stalled := func(goal string) {
+		t.Helper()
+		if _, err := f.runEnd(goal); err != nil && !strings.Contains(err.Error(), "stalled") {
+			t.Fatal(err)
+		}
+	}
+	stalled("Plan it.")
+	version := filepath.Join(f.state, "teams", "plan", "tasks", ".version")
+	data, err := os.ReadFile(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(string(data)), "\n"); len(lines) != 1 {
+		t.Errorf("three tasks of one message took %d changes of the board: %q", len(lines), lines)
+	}
+	stalled("Add more.")
+	tm, err := f.st.Team(context.Background(), "plan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := tm.Tasks().List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tk := range list {
+		got = append(got, tk.ID+":"+tk.Subject+":"+strings.Join(tk.BlockedBy, ","))
+	}
+	if diff := cmp.Diff([]string{"1:design:", "2:build:1", "3:ship:2", "4:docs:", "5:tests:4"}, got); diff != "" {
+		t.Errorf("board (-want +got):\n%s", diff)
+	}
+	var created []string
+	for _, e := range f.journal() {
+		if e.Type == "task_create" {
+			created = append(created, fmt.Sprint(e.Fields["task"]))
+		}
+	}
+	if diff := cmp.Diff([]string{"1", "2", "3", "4", "5"}, created); diff != "" {
+		t.Errorf("task_create events (-want +got):\n%s", diff)
+	}
+	var results string
+	for _, r := range f.requests(store.LeadName) {
+		if turn := lastUserTurn(t, r); strings.Contains(turn, "tool_result") {
+			results = turn // the last one: the answers to "Add more"
+		}
+	}
+	for _, want := range []string{"Created task #4: docs", "not found", "Created task #5: tests"} {
+		if !strings.Contains(results, want) {
+			t.Errorf("the lead's results lack %q: %s", want, results)
+		}
+	}
 }

@@ -33,13 +33,88 @@ func (taskCreateTool) Spec() llm.ToolSpec { return taskCreateSpec }
 func (taskCreateTool) ReadOnly() bool     { return false }
 func (taskCreateTool) Kind() kind.Kind    { return kind.Manage }
 func (t taskCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMessage) tool.Result {
-	args, res, ok := tool.DecodeArgs[taskCreateArgs]("TaskCreate", input)
-	if !ok {
-		return res
+	return t.RunBatch(ctx, []*tool.Env{env}, []json.RawMessage{input})[0]
+}
+
+var _ tool.Batcher = taskCreateTool{}
+
+// RunBatch creates the tasks of consecutive TaskCreate calls of one
+// message in one change of the board where the store can (ids in the
+// calls' order; a task may be blocked by one created before it), then
+// runs the TaskCreated hooks and journals the tasks in order. When the
+// change is refused, each task is created on its own, so that a bad call
+// fails alone.
+func (t taskCreateTool) RunBatch(ctx context.Context, _ []*tool.Env, inputs []json.RawMessage) []tool.Result {
+	out := make([]tool.Result, len(inputs))
+	type call struct {
+		at    int
+		task  store.Task
+		files []string
+	}
+	var calls []call
+	for i, input := range inputs {
+		task, files, res, ok := decodeTaskCreate(input)
+		if !ok {
+			out[i] = res
+			continue
+		}
+		calls = append(calls, call{at: i, task: task, files: files})
 	}
 	team, err := t.b.team()
 	if err != nil {
-		return tool.Errorf("TaskCreate: %v", err)
+		for _, c := range calls {
+			out[c.at] = tool.Errorf("TaskCreate: %v", err)
+		}
+		return out
+	}
+	made := make([]store.Task, len(calls))
+	errs := make([]error, len(calls))
+	all, batched := team.Tasks().(store.TaskBatch)
+	if batched && len(calls) > 1 {
+		ts := make([]store.Task, len(calls))
+		for k, c := range calls {
+			ts[k] = c.task
+		}
+		got, err := all.CreateAll(ctx, ts)
+		if err == nil {
+			copy(made, got)
+		} else {
+			batched = false // nothing was made: one by one, each with its own error
+		}
+	}
+	if !batched || len(calls) == 1 {
+		for k, c := range calls {
+			made[k], errs[k] = team.Tasks().Create(ctx, c.task)
+		}
+	}
+	var events []teamevent.Event
+	for k, c := range calls {
+		if errs[k] != nil {
+			out[c.at] = tool.Errorf("TaskCreate: %v", errs[k])
+			continue
+		}
+		got := made[k]
+		if h := t.b.rules.hooks(); h.Has("TaskCreated") {
+			res := h.TaskCreated(ctx, t.b.who, hookTask(got))
+			if res.Blocked {
+				_, _ = team.Tasks().Update(ctx, got.ID, func(x *store.Task) error { x.Status = store.TaskDeleted; return nil })
+				out[c.at] = tool.Errorf("TaskCreate: a TaskCreated hook refused the task: %s", res.Reason)
+				continue
+			}
+		}
+		events = append(events, teamevent.TaskCreate{Task: got.ID, Subject: got.Subject, BlockedBy: got.BlockedBy})
+		out[c.at] = tool.OK(fmt.Sprintf("Created task #%s: %s", got.ID, got.Subject) + t.b.overlapWarning(ctx, team, got, c.files))
+	}
+	t.b.em.emitAll(ctx, team, events)
+	return out
+}
+
+// decodeTaskCreate turns a TaskCreate call's arguments into the task to
+// create and the files it will change.
+func decodeTaskCreate(input json.RawMessage) (store.Task, []string, tool.Result, bool) {
+	args, res, ok := tool.DecodeArgs[taskCreateArgs]("TaskCreate", input)
+	if !ok {
+		return store.Task{}, nil, res, false
 	}
 	task := store.Task{Subject: args.Subject, Description: args.Description, ActiveForm: args.ActiveForm, BlockedBy: args.BlockedBy}
 	if r := strings.TrimSpace(args.Role); r != "" {
@@ -47,7 +122,7 @@ func (t taskCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	}
 	files, err := cleanGlobs(args.Files)
 	if err != nil {
-		return tool.Errorf("TaskCreate: %v", err)
+		return store.Task{}, nil, tool.Errorf("TaskCreate: %v", err), false
 	}
 	if len(files) > 0 {
 		if task.Metadata == nil {
@@ -55,19 +130,7 @@ func (t taskCreateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 		}
 		task.Metadata[filesKey] = files
 	}
-	got, err := team.Tasks().Create(ctx, task)
-	if err != nil {
-		return tool.Errorf("TaskCreate: %v", err)
-	}
-	if h := t.b.rules.hooks(); h.Has("TaskCreated") {
-		out := h.TaskCreated(ctx, t.b.who, hookTask(got))
-		if out.Blocked {
-			_, _ = team.Tasks().Update(ctx, got.ID, func(x *store.Task) error { x.Status = store.TaskDeleted; return nil })
-			return tool.Errorf("TaskCreate: a TaskCreated hook refused the task: %s", out.Reason)
-		}
-	}
-	t.b.em.emit(ctx, team, teamevent.TaskCreate{Task: got.ID, Subject: got.Subject, BlockedBy: got.BlockedBy})
-	return tool.OK(fmt.Sprintf("Created task #%s: %s", got.ID, got.Subject) + t.b.overlapWarning(ctx, team, got, files))
+	return task, files, tool.Result{}, true
 }
 
 // --- TaskUpdate ---

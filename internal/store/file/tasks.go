@@ -523,6 +523,33 @@ func (b *tasks) Create(ctx context.Context, t store.Task) (store.Task, error) {
 	return out, nil
 }
 
+var _ store.TaskBatch = (*tasks)(nil)
+
+// CreateAll adds tasks with the next ids, in order, in one change of the
+// board: one intent and one fsync of the directory for all of them.
+func (b *tasks) CreateAll(ctx context.Context, ts []store.Task) ([]store.Task, error) {
+	var out []store.Task
+	err := b.do(ctx, func(x *tx) error {
+		out = make([]store.Task, 0, len(ts))
+		now := b.t.s.opts.Now()
+		for i, t := range ts {
+			got, err := store.CreateTask(x, t, now)
+			if err != nil {
+				return fmt.Errorf("task %d of %d: %w", i+1, len(ts), err)
+			}
+			out = append(out, got)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create tasks: %w", err)
+	}
+	for _, t := range out {
+		makeSpare(b.file(t.ID)) // after the lock: see makeSpare
+	}
+	return out, nil
+}
+
 // Get returns one task.
 func (b *tasks) Get(ctx context.Context, id string) (store.Task, error) {
 	if t, ok := b.getUnlocked(id); ok {

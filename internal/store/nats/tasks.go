@@ -269,6 +269,29 @@ func (b *board) Create(ctx context.Context, t store.Task) (store.Task, error) {
 	return b.claim(ctx, func(x *tx) (store.Task, error) { return store.CreateTask(x, t, b.t.s.now()) })
 }
 
+var _ store.TaskBatch = (*board)(nil)
+
+// CreateAll creates tasks in order in one transaction, as Create does one.
+func (b *board) CreateAll(ctx context.Context, ts []store.Task) ([]store.Task, error) {
+	var out []store.Task
+	_, err := b.claim(ctx, func(x *tx) (store.Task, error) {
+		out = make([]store.Task, 0, len(ts))
+		now := b.t.s.now()
+		for i, t := range ts {
+			got, err := store.CreateTask(x, t, now)
+			if err != nil {
+				return store.Task{}, fmt.Errorf("task %d of %d: %w", i+1, len(ts), err)
+			}
+			out = append(out, store.CloneTask(got))
+		}
+		return store.Task{}, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create tasks: %w", err)
+	}
+	return out, nil
+}
+
 func (b *board) Update(ctx context.Context, id string, fn func(*store.Task) error) (store.Task, error) {
 	return b.do(ctx, func(x *tx) (store.Task, error) { return store.UpdateTask(x, id, fn, b.t.s.now()) })
 }

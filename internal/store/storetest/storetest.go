@@ -569,6 +569,47 @@ var taskTests = map[string]func(*testing.T, Factory){
 		_, err = tasks.Create(ctx, store.Task{})
 		wantErr(t, err, store.ErrInvalidTask)
 	},
+	"CreateAll": func(t *testing.T, f Factory) {
+		// Tasks made together get the next ids in order, may depend on
+		// each other, and are all made or none; another client reads them.
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		tasks := newTeam(t, s).Tasks()
+		b, ok := tasks.(store.TaskBatch)
+		if !ok {
+			t.Skip("this backend creates tasks one at a time (no store.TaskBatch)")
+		}
+		createN(t, tasks, 1)
+		got, err := b.CreateAll(ctx, []store.Task{{Subject: "a"}, {Subject: "b", BlockedBy: []string{"2"}}, {Subject: "c", BlockedBy: []string{"1", "3"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var made []string
+		for _, tk := range got {
+			made = append(made, tk.ID+":"+tk.Subject+":"+strings.Join(tk.BlockedBy, ","))
+		}
+		if diff := cmp.Diff([]string{"2:a:", "3:b:2", "4:c:1,3"}, made); diff != "" {
+			t.Errorf("CreateAll (-want +got):\n%s", diff)
+		}
+		_, err = b.CreateAll(ctx, []store.Task{{Subject: "d"}, {Subject: "e", BlockedBy: []string{"99"}}})
+		wantErr(t, err, store.ErrTaskNotFound)
+		_, err = b.CreateAll(ctx, []store.Task{{Subject: "f"}, {}})
+		wantErr(t, err, store.ErrInvalidTask)
+		for _, c := range []store.Tasks{tasks, reopen(t, o, "t1").Tasks()} {
+			list := must[[]store.Task](t)(c.List(ctx))
+			var all []string
+			for _, tk := range list {
+				all = append(all, tk.ID+":"+tk.Subject+":"+strings.Join(tk.Blocks, ","))
+			}
+			if diff := cmp.Diff([]string{"1:task 1:4", "2:a:3", "3:b:4", "4:c:"}, all); diff != "" {
+				t.Errorf("board (-want +got):\n%s", diff)
+			}
+		}
+		next := must[store.Task](t)(tasks.Create(ctx, store.Task{Subject: "g"}))
+		if next.ID != "5" {
+			t.Errorf("the next task after failed batches is #%s, want #5", next.ID)
+		}
+	},
 	"ConcurrentCreatesDistinctIDs": func(t *testing.T, f Factory) {
 		o, s := open(t, f)
 		ctx := ctxFor(t)
