@@ -192,10 +192,7 @@ func (sv *supervisor) startProcess(t store.Team, name string, env Env) (*exec.Cm
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
-	// Its own process group (signals to the lead's group do not hit it),
-	// and SIGTERM when the lead dies, so no teammate is orphaned: a resume
-	// restarts it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = teammateProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start teammate process %s: %w", name, err)
 	}
