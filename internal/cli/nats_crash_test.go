@@ -430,6 +430,18 @@ func dumpTeam(t *testing.T, tm store.Team) {
 		for _, m := range r.Members {
 			t.Logf("member %s %s pid %d heartbeat %s", m.Name, m.Status, m.PID, m.HeartbeatAt.Format("15:04:05.000"))
 		}
+		// What each inbox still holds unacked: a lead that does not end
+		// with every task done sees mail it thinks is unread.
+		for _, name := range r.Recipients() {
+			waiting, err := tm.Mailbox().Peek(ctx, name)
+			if err != nil {
+				t.Logf("inbox %s: %v", name, err)
+				continue
+			}
+			for _, m := range waiting {
+				t.Logf("inbox %s waiting: %s %s from %s %q", name, m.ID, m.Type, m.From, m.Summary)
+			}
+		}
 	}
 }
 
