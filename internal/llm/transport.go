@@ -1,0 +1,21 @@
+package llm
+
+import "net/http"
+
+// IdleConnsPerHost is how many idle keep-alive connections a process keeps
+// to one model API. net/http keeps two by default: a team whose agents
+// call the API at once then closes most connections after each call and
+// opens new ones for the next (bench team opened 772 TCP connections for
+// 1052 model calls; against a real API each is a TLS handshake too).
+const IdleConnsPerHost = 256
+
+// TuneTransport makes t keep enough idle connections for a team's agents
+// calling one API at once. Call it before t carries any request (the
+// process's main does it for http.DefaultTransport, which the providers
+// use unless given a client).
+func TuneTransport(t *http.Transport) {
+	t.MaxIdleConnsPerHost = IdleConnsPerHost
+	if t.MaxIdleConns != 0 && t.MaxIdleConns < IdleConnsPerHost {
+		t.MaxIdleConns = IdleConnsPerHost
+	}
+}
