@@ -426,12 +426,14 @@ func (a *Agent) runTools(ctx context.Context, uses []llm.Block) []llm.Block {
 	results := make([]llm.Block, len(uses))
 	for i := 0; i < len(uses); {
 		j := i + 1
+		b := a.batcher(uses[i].Name)
 		switch {
 		case a.readOnly(uses[i].Name):
+			b = nil
 			for j < len(uses) && a.readOnly(uses[j].Name) {
 				j++
 			}
-		case a.batcher(uses[i].Name) != nil:
+		case b != nil:
 			for j < len(uses) && uses[j].Name == uses[i].Name {
 				j++
 			}
@@ -439,8 +441,8 @@ func (a *Agent) runTools(ctx context.Context, uses []llm.Block) []llm.Block {
 		switch {
 		case j-i == 1:
 			results[i] = a.runOne(ctx, uses[i])
-		case a.batcher(uses[i].Name) != nil:
-			a.runBatch(ctx, a.batcher(uses[i].Name), uses[i:j], results[i:j])
+		case b != nil:
+			a.runBatch(ctx, b, uses[i:j], results[i:j])
 		default:
 			var wg sync.WaitGroup
 			for k := i; k < j; k++ {

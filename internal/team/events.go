@@ -13,20 +13,30 @@ import (
 // observer. The journal line is the event's JSON form (teamevent.Encode), so
 // an observer in this process and a reader of the file decode the same.
 func emit(ctx context.Context, t store.Team, agentName string, ev teamevent.Event, onEvent func(store.Event), log *slog.Logger) {
-	e, err := teamevent.Encode(agentName, ev)
-	if err != nil {
-		if log != nil {
-			log.Warn("journal", "type", ev.Type(), "err", err)
-		}
+	e, ok := encodeEvent(t, agentName, ev, time.Now().UTC(), log)
+	if !ok {
 		return
 	}
-	e.TS, e.Team = time.Now().UTC(), t.Name()
 	if err := t.Journal().Append(context.WithoutCancel(ctx), e); err != nil && log != nil {
 		log.Warn("journal", "type", ev.Type(), "err", err)
 	}
 	if onEvent != nil {
 		onEvent(e)
 	}
+}
+
+// encodeEvent is ev as team t's journal records it, made by agentName at
+// ts; an event that cannot be encoded is logged and left out.
+func encodeEvent(t store.Team, agentName string, ev teamevent.Event, ts time.Time, log *slog.Logger) (store.Event, bool) {
+	e, err := teamevent.Encode(agentName, ev)
+	if err != nil {
+		if log != nil {
+			log.Warn("journal", "type", ev.Type(), "err", err)
+		}
+		return store.Event{}, false
+	}
+	e.TS, e.Team = ts, t.Name()
+	return e, true
 }
 
 // emitAll journals evs in order, with one write where the journal can take
@@ -42,15 +52,9 @@ func emitAll(ctx context.Context, t store.Team, agentName string, evs []teameven
 	es := make([]store.Event, 0, len(evs))
 	now := time.Now().UTC()
 	for _, ev := range evs {
-		e, err := teamevent.Encode(agentName, ev)
-		if err != nil {
-			if log != nil {
-				log.Warn("journal", "type", ev.Type(), "err", err)
-			}
-			continue
+		if e, ok := encodeEvent(t, agentName, ev, now, log); ok {
+			es = append(es, e)
 		}
-		e.TS, e.Team = now, t.Name()
-		es = append(es, e)
 	}
 	if err := j.AppendAll(context.WithoutCancel(ctx), es); err != nil && log != nil {
 		log.Warn("journal", "events", len(es), "err", err)

@@ -77,6 +77,9 @@ func (s *Session) spawnAll(ctx context.Context, args []tool.TaskArgs) ([]string,
 			plans[i] = p
 		}
 	}
+	if !slices.ContainsFunc(plans, func(p *spawnPlan) bool { return p != nil }) {
+		return outs, errs
+	}
 	now := time.Now().UTC()
 	joined := make([]error, len(plans))
 	_, err = t.UpdateRoster(ctx, func(r *store.Roster) error {
@@ -113,13 +116,11 @@ func (s *Session) spawnAll(ctx context.Context, args []tool.TaskArgs) ([]string,
 		})
 	}
 	wg.Wait()
-	var started []*spawnPlan
 	var events []teamevent.Event
 	for i, p := range plans {
 		if p == nil || errs[i] != nil {
 			continue
 		}
-		started = append(started, p)
 		events = append(events, teamevent.Spawn{Member: p.name, Role: p.member.Role, Model: p.member.Model, PlanModeRequired: p.args.PlanModeRequired, PermissionMode: p.member.PermissionMode, Mode: s.cfg.TeammateMode})
 	}
 	// The spawn events are journaled while the members are made, and

@@ -69,20 +69,17 @@ func (t taskCreateTool) RunBatch(ctx context.Context, _ []*tool.Env, inputs []js
 	}
 	made := make([]store.Task, len(calls))
 	errs := make([]error, len(calls))
-	all, batched := team.Tasks().(store.TaskBatch)
-	if batched && len(calls) > 1 {
+	together := false
+	if all, ok := team.Tasks().(store.TaskBatch); ok && len(calls) > 1 {
 		ts := make([]store.Task, len(calls))
 		for k, c := range calls {
 			ts[k] = c.task
 		}
 		got, err := all.CreateAll(ctx, ts)
-		if err == nil {
-			copy(made, got)
-		} else {
-			batched = false // nothing was made: one by one, each with its own error
-		}
+		together = err == nil // refused, nothing was made: one by one below, each with its own error
+		copy(made, got)
 	}
-	if !batched || len(calls) == 1 {
+	if !together {
 		for k, c := range calls {
 			made[k], errs[k] = team.Tasks().Create(ctx, c.task)
 		}

@@ -129,15 +129,15 @@ func (t *Team) ReadMember(ctx context.Context, name string) (store.Member, bool,
 	if err != nil {
 		return store.Member{}, false, err
 	}
-	at := slices.IndexFunc(c.r.Members, func(m store.Member) bool { return m.Name == n })
-	if at < 0 {
+	m, ok := c.r.Member(n)
+	if !ok {
 		return store.Member{}, false, nil
 	}
 	beats, err := t.heartbeats()
 	if err != nil {
 		return store.Member{}, false, err
 	}
-	one := store.Roster{Members: []store.Member{c.r.Members[at]}}
+	one := store.Roster{Members: []store.Member{*m}}
 	one.Members[0].MCPServers = slices.Clone(one.Members[0].MCPServers)
 	store.WithHeartbeats(&one, beats)
 	return one.Members[0], true, nil
