@@ -90,14 +90,14 @@ func cacheTTL(cc any) (time.Duration, error) {
 
 // checkTTLOrder refuses a 1-hour breakpoint after a 5-minute one: the API
 // requires longer lifetimes first.
-func checkTTLOrder(body map[string]any) error {
+func checkTTLOrder(blocks []cacheBlock) error {
 	var prev time.Duration
-	for _, b := range blocksOf(body) {
+	for _, b := range blocks {
 		if b.ttl == 0 {
 			continue
 		}
 		if b.ttl > prev && prev != 0 {
-			return fmt.Errorf("%s: a cache_control with ttl '1h' must not come after one with ttl '5m' (longer lifetimes first: tools, then system, then messages)", b.path)
+			return fmt.Errorf("%s: a cache_control with ttl '1h' must not come after one with ttl '5m' (longer lifetimes first: tools, then system, then messages)", b.path())
 		}
 		prev = b.ttl
 	}
@@ -106,57 +106,105 @@ func checkTTLOrder(body map[string]any) error {
 
 // cacheBlock is one block of the request in cache order.
 type cacheBlock struct {
-	path  string         // "tools.2", "system.0", "messages.3.content.1"
-	role  string         // a message's role, on the first block of each message
-	value any            // the block as decoded
-	ttl   time.Duration  // 0: not a breakpoint
-	owner map[string]any // the object holding cache_control, nil for a string
+	section string         // "tools", "system" or "messages"
+	i, j    int            // its place in the section: "tools.2", "system.0", "messages.3.content.1"; -1 where the path stops
+	role    string         // a message's role, on the first block of each message
+	value   any            // the block as decoded
+	ttl     time.Duration  // 0: not a breakpoint
+	owner   map[string]any // the object holding cache_control, nil for a string
+	// digest is the SHA-256 of its canonical JSON, of size bytes, when
+	// made beforehand (digested).
+	digest   [sha256.Size]byte
+	size     int
+	digested bool
+}
+
+// path names the block as the API's errors do.
+func (b cacheBlock) path() string {
+	switch {
+	case b.i < 0:
+		return b.section
+	case b.section != "messages":
+		return fmt.Sprintf("%s.%d", b.section, b.i)
+	case b.j < 0:
+		return fmt.Sprintf("messages.%d.content", b.i)
+	}
+	return fmt.Sprintf("messages.%d.content.%d", b.i, b.j)
+}
+
+// canonicalOn asks the block lists below to digest each block's canonical
+// JSON as they list it.
+const canonicalOn = true
+
+// newBlock is the cache's view of one block.
+func newBlock(section string, i, j int, role string, v any, canon bool) cacheBlock {
+	b := cacheBlock{section: section, i: i, j: j, role: role, value: v}
+	if m, ok := v.(map[string]any); ok {
+		b.owner = m
+		if cc, ok := m["cache_control"]; ok && cc != nil {
+			b.ttl, _ = cacheTTL(cc)
+		}
+	}
+	if canon {
+		b.digestWith(nil)
+	}
+	return b
 }
 
 // blocksOf lists a valid request's blocks in the order the cache reads
 // them.
 func blocksOf(body map[string]any) []cacheBlock {
-	var out []cacheBlock
-	add := func(path, role string, v any) {
-		b := cacheBlock{path: path, role: role, value: v}
-		if m, ok := v.(map[string]any); ok {
-			b.owner = m
-			if cc, ok := m["cache_control"]; ok && cc != nil {
-				b.ttl, _ = cacheTTL(cc)
-			}
-		}
-		out = append(out, b)
-	}
-	tools, _ := body["tools"].([]any)
-	for i, t := range tools {
-		add(fmt.Sprintf("tools.%d", i), "", t)
-	}
-	switch sys := body["system"].(type) {
-	case string:
-		add("system", "", sys)
-	case []any:
-		for i, b := range sys {
-			add(fmt.Sprintf("system.%d", i), "", b)
-		}
-	}
+	out := toolBlocks(body["tools"], false)
+	out = append(out, systemBlocks(body["system"], false)...)
 	msgs, _ := body["messages"].([]any)
 	for i, e := range msgs {
 		m, _ := e.(map[string]any)
-		role, _ := m["role"].(string)
-		switch c := m["content"].(type) {
-		case string:
-			add(fmt.Sprintf("messages.%d.content", i), role, c)
-		case []any:
-			for j, b := range c {
-				r := ""
-				if j == 0 {
-					r = role
-				}
-				add(fmt.Sprintf("messages.%d.content.%d", i, j), r, b)
-			}
-		}
+		out = append(out, messageBlocks(i, m, false)...)
 	}
 	return out
+}
+
+func toolBlocks(tools any, canon bool) []cacheBlock {
+	list, _ := tools.([]any)
+	out := make([]cacheBlock, 0, len(list))
+	for i, t := range list {
+		out = append(out, newBlock("tools", i, -1, "", t, canon))
+	}
+	return out
+}
+
+func systemBlocks(system any, canon bool) []cacheBlock {
+	switch sys := system.(type) {
+	case string:
+		return []cacheBlock{newBlock("system", -1, -1, "", sys, canon)}
+	case []any:
+		out := make([]cacheBlock, 0, len(sys))
+		for i, b := range sys {
+			out = append(out, newBlock("system", i, -1, "", b, canon))
+		}
+		return out
+	}
+	return nil
+}
+
+// messageBlocks lists the blocks of message i.
+func messageBlocks(i int, m map[string]any, canon bool) []cacheBlock {
+	role, _ := m["role"].(string)
+	switch c := m["content"].(type) {
+	case string:
+		return []cacheBlock{newBlock("messages", i, -1, role, c, canon)}
+	case []any:
+		out := make([]cacheBlock, 0, len(c))
+		for j, b := range c {
+			r := ""
+			if j == 0 {
+				r = role
+			}
+			out = append(out, newBlock("messages", i, j, r, b, canon))
+		}
+		return out
+	}
+	return nil
 }
 
 // prefixPoint is the cache's view of the prefix ending at one block.
@@ -166,9 +214,23 @@ type prefixPoint struct {
 	ttl    time.Duration
 }
 
-// prefixes hashes every prefix of blocks. cache_control is left out of the
-// hash, so moving a breakpoint does not change what it marks. Only the
-// prefixes a lookup can ask for (up to lookback blocks before a
+// digestWith digests the block's canonical JSON, made in buf, and returns
+// buf for reuse.
+func (b *cacheBlock) digestWith(buf []byte) []byte {
+	buf = canonicalTo(buf[:0], *b)
+	b.digest = sha256.Sum256(buf)
+	b.size = len(buf)
+	b.digested = true
+	return buf
+}
+
+// prefixes hashes every prefix of blocks: the hash of a prefix is that of
+// the model and of each block's digest in turn, with its section and, on
+// a message's first block, its role. A block's digest is of its canonical
+// JSON, cache_control left out, so moving a breakpoint does not change
+// what it marks; a block read through the memo comes digested, so the
+// work per call is 32 bytes a block rather than the history's bytes. Only
+// the prefixes a lookup can ask for (up to lookback blocks before a
 // breakpoint) get a key; the others are counted for their tokens alone.
 func prefixes(model string, blocks []cacheBlock) []prefixPoint {
 	keyed := make([]bool, len(blocks))
@@ -183,16 +245,17 @@ func prefixes(model string, blocks []cacheBlock) []prefixPoint {
 	h.Write([]byte(model))
 	out := make([]prefixPoint, len(blocks))
 	size := 0
-	var data, sum []byte
+	var buf, sum []byte
 	for i, b := range blocks {
-		data = canonicalTo(data[:0], b)
-		size += len(data)
+		if !b.digested {
+			buf = b.digestWith(buf)
+		}
+		size += b.size
 		if b.role != "" {
 			h.Write([]byte("\x00message:" + b.role))
 		}
-		section, _, _ := strings.Cut(b.path, ".")
-		h.Write([]byte("\x00" + section + "\x00"))
-		h.Write(data)
+		h.Write([]byte("\x00" + b.section + "\x00"))
+		h.Write(b.digest[:])
 		out[i] = prefixPoint{tokens: size / 4, ttl: b.ttl}
 		if keyed[i] {
 			sum = h.Sum(sum[:0])
@@ -309,7 +372,7 @@ func (c *promptCache) use(model, agent string, blocks []cacheBlock, total int, n
 	minTokens := MinCacheableTokens(model)
 	for _, bp := range bps {
 		p := pts[bp]
-		cp := CachePoint{Key: p.key, Path: blocks[bp].path, Tokens: p.tokens, TTL: p.ttl}
+		cp := CachePoint{Key: p.key, Path: blocks[bp].path(), Tokens: p.tokens, TTL: p.ttl}
 		switch {
 		case bp <= hit:
 			cp.Read = true

@@ -97,6 +97,7 @@ type Server struct {
 
 	cache promptCache
 	clock simClock
+	memo  memo
 }
 
 // New returns a server that answers by script s.
@@ -213,19 +214,31 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	c.id = fmt.Sprintf("req_fake_%d", c.rec.N)
 	defer s.finish(c)
 
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<20))
+	body, err := readBody(w, r)
 	c.rec.Body = body
 	if err != nil {
 		s.fail(w, c, http.StatusBadRequest, "invalid_request_error", "could not read request body: "+err.Error())
 		return
 	}
-	// The body is decoded once: what the recording shows even for a
-	// request that is then refused is read from the same value that is
-	// validated below.
-	raw, decodeErr := decode(body)
+	// The body is decoded once, through the memo where it can be: what
+	// the recording shows even for a request that is then refused is read
+	// from the same value that is validated below.
+	p, fast := s.parse(body)
+	var raw any
+	var decodeErr error
+	if fast {
+		raw = p.obj
+	} else {
+		p = nil
+		raw, decodeErr = decode(body)
+	}
 	if obj, ok := raw.(map[string]any); ok {
 		c.rec.Stream, _ = obj["stream"].(bool)
-		c.rec.Agent = s.agentIn(obj["system"])
+		if p != nil && p.sys != nil {
+			c.rec.Agent = p.sys.agent
+		} else {
+			c.rec.Agent = s.agentIn(obj["system"])
+		}
 	}
 
 	if !hasKey(r.Header) {
@@ -240,7 +253,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		s.fault(w, r, c, fault)
 		return
 	}
-	req, err := validateDecoded(raw, decodeErr)
+	req, err := validateDecoded(raw, decodeErr, p)
 	if err != nil {
 		s.fail(w, c, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
@@ -263,7 +276,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	if !s.opt.NoPromptCache {
 		// The cache is kept for the model the request named, whatever
 		// the script's model says the answer came from.
-		cu := s.cache.use(req.model, c.rec.Agent, blocksOf(req.body), msg.Usage.InputTokens, s.clock.at())
+		cu := s.cache.use(req.model, c.rec.Agent, req.blocks, msg.Usage.InputTokens, s.clock.at())
 		c.rec.Cache = cu.Points
 		if !rl.usage.set() { // a script's own figures win
 			msg.Usage.InputTokens = cu.Input
@@ -342,6 +355,23 @@ func (s *Server) agentIn(system any) string {
 	}
 	sys, _ := system.(string)
 	return fakescript.AgentOf(s.script.agentRE, sys)
+}
+
+// maxBody is the largest request body the server reads.
+const maxBody = 64 << 20
+
+// readBody reads a request's body, in one buffer of its declared length
+// when it has one.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, maxBody)
+	if n := r.ContentLength; n > 0 && n <= maxBody {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(rd, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(rd)
 }
 
 func hasKey(h http.Header) bool {

@@ -17,9 +17,8 @@ type request struct {
 	stream   bool
 	system   string // text of the system prompt, blocks joined by "\n"
 	lastUser string // text of the latest user message (see userText)
-	// body is the decoded request, for the prompt cache's walk over its
-	// tools, system blocks and messages.
-	body map[string]any
+	// blocks are the request's blocks in the prompt cache's order.
+	blocks []cacheBlock
 }
 
 // maxCacheControl is how many blocks may carry cache_control in a request.
@@ -30,7 +29,8 @@ var blockTypes = []string{"text", "image", "tool_use", "tool_result", "thinking"
 // validate checks body the way the Messages API does and returns the first
 // problem as the message of a 400 invalid_request_error.
 func validate(body []byte) (*request, error) {
-	return validateDecoded(decode(body))
+	raw, err := decode(body)
+	return validateDecoded(raw, err, nil)
 }
 
 // decode parses a request body once, numbers kept as written; the server
@@ -48,8 +48,9 @@ func decode(body []byte) (any, error) {
 	return raw, nil
 }
 
-// validateDecoded is validate on what decode returned.
-func validateDecoded(raw any, decodeErr error) (*request, error) {
+// validateDecoded is validate on what decode returned, or, with p, on
+// the body as the server's memo read it (raw is then p.obj).
+func validateDecoded(raw any, decodeErr error, p *parsed) (*request, error) {
 	if decodeErr != nil {
 		return nil, decodeErr
 	}
@@ -57,8 +58,11 @@ func validateDecoded(raw any, decodeErr error) (*request, error) {
 	if !ok {
 		return nil, errors.New("request body must be a JSON object")
 	}
-	req := &request{body: obj}
-	v := validator{}
+	if p == nil {
+		p = &parsed{obj: obj}
+	}
+	req := &request{}
+	v := validator{parts: p.msgs}
 
 	switch m := obj["model"].(type) {
 	case nil:
@@ -109,7 +113,11 @@ func validateDecoded(raw any, decodeErr error) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	req.lastUser = userText(last)
+	if n := len(p.msgs); n > 0 && p.msgs[n-1].alone != nil {
+		req.lastUser = p.msgs[n-1].alone.text
+	} else {
+		req.lastUser = userText(last)
+	}
 
 	if v.cacheControls > maxCacheControl {
 		return nil, fmt.Errorf("A maximum of %d blocks with cache_control may be provided. Found %d.", maxCacheControl, v.cacheControls)
@@ -117,7 +125,8 @@ func validateDecoded(raw any, decodeErr error) (*request, error) {
 	if v.cacheErr != nil {
 		return nil, v.cacheErr
 	}
-	if err := checkTTLOrder(obj); err != nil {
+	req.blocks = p.blocks()
+	if err := checkTTLOrder(req.blocks); err != nil {
 		return nil, err
 	}
 	return req, nil
@@ -128,6 +137,10 @@ type validator struct {
 	cacheControls int
 	cacheErr      error // the first malformed cache_control
 	toolUseIDs    map[string]bool
+	// parts are the memo's parts of the messages, when the body was read
+	// through it: a message that passed its checks alone is not checked
+	// again, only against the others.
+	parts []*msgPart
 }
 
 func (v *validator) countCache(m map[string]any) {
@@ -230,7 +243,7 @@ func (v *validator) messages(msgs any) (map[string]any, error) {
 	}
 	v.toolUseIDs = map[string]bool{}
 	var prevRole string
-	var pending []string // tool_use ids of the previous assistant message
+	var pending []toolUse // tool_use blocks of the previous assistant message
 	var last map[string]any
 	for i, e := range list {
 		m, ok := e.(map[string]any)
@@ -247,20 +260,20 @@ func (v *validator) messages(msgs any) (map[string]any, error) {
 		if role == prevRole {
 			return nil, fmt.Errorf(`messages.%d: roles must alternate between "user" and "assistant", but found multiple %q roles in a row`, i, role)
 		}
-		uses, results, err := v.content(i, role, m["content"])
+		uses, results, err := v.contentAt(i, role, m)
 		if err != nil {
 			return nil, err
 		}
 		if role == "user" {
 			for _, r := range results {
-				if !slices.Contains(pending, r.id) {
+				if !slices.ContainsFunc(pending, func(u toolUse) bool { return u.id == r.id }) {
 					return nil, fmt.Errorf("messages.%d.content.%d: unexpected tool_use_id found in tool_result blocks: %s. Each tool_result block must have a corresponding tool_use block in the previous message.", i, r.index, r.id)
 				}
 			}
 			var missing []string
-			for _, id := range pending {
-				if !slices.ContainsFunc(results, func(r toolResult) bool { return r.id == id }) {
-					missing = append(missing, id)
+			for _, u := range pending {
+				if !slices.ContainsFunc(results, func(r toolResult) bool { return r.id == u.id }) {
+					missing = append(missing, u.id)
 				}
 			}
 			if len(missing) > 0 {
@@ -279,6 +292,28 @@ func (v *validator) messages(msgs any) (map[string]any, error) {
 	return last, nil
 }
 
+// contentAt checks the content of message i, m, and returns the ids of its
+// tool_use blocks and its tool_result blocks. A message the memo has
+// checked alone is only checked against the others: its tool_use ids must
+// be new to the conversation.
+func (v *validator) contentAt(i int, role string, m map[string]any) ([]toolUse, []toolResult, error) {
+	if i >= len(v.parts) || v.parts[i].alone == nil || v.parts[i].alone.role != role {
+		return v.content(i, role, m["content"])
+	}
+	f := v.parts[i].alone
+	for _, u := range f.uses {
+		if v.toolUseIDs[u.id] {
+			return nil, nil, fmt.Errorf("messages.%d.content.%d.id: tool_use ids must be unique; %s appears more than once", i, u.index, u.id)
+		}
+		v.toolUseIDs[u.id] = true
+	}
+	v.cacheControls += f.cacheControls
+	if v.cacheErr == nil {
+		v.cacheErr = f.cacheErr
+	}
+	return f.uses, f.results, nil
+}
+
 type toolResult struct {
 	index int
 	id    string
@@ -286,7 +321,7 @@ type toolResult struct {
 
 // content checks one message's content and returns the ids of its
 // tool_use blocks and its tool_result blocks.
-func (v *validator) content(i int, role string, content any) (uses []string, results []toolResult, err error) {
+func (v *validator) content(i int, role string, content any) (uses []toolUse, results []toolResult, err error) {
 	switch c := content.(type) {
 	case nil:
 		return nil, nil, fmt.Errorf("messages.%d.content: Field required", i)
@@ -338,7 +373,7 @@ func (v *validator) content(i int, role string, content any) (uses []string, res
 				return nil, nil, err
 			}
 			if typ == "tool_use" {
-				uses = append(uses, b["id"].(string))
+				uses = append(uses, toolUse{index: j, id: b["id"].(string)})
 			}
 		}
 		return uses, results, nil

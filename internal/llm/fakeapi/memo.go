@@ -1,0 +1,420 @@
+package fakeapi
+
+import (
+	"bytes"
+	"sync"
+)
+
+// An agent's calls repeat the call before them and add a round: the same
+// tools, the same system prompt and the same messages, byte for byte, and
+// one or two messages more. Decoding and checking every body whole made
+// the fake server's cost per call grow with the history (1.3 ms at 65 KB),
+// and that cost was charged to troupe in every bench. The server now
+// splits a body into its top-level members and the messages into their
+// elements, and remembers what it learned from each tools list, system
+// prompt and message it has seen, keyed by their exact bytes: the decoded
+// value, what checking it alone found, and its blocks as the prompt cache
+// reads them. Only new parts are decoded. Anything the splitter does not
+// read plainly, or a part that fails to decode, sends the whole body the
+// old way, so errors are worded as before; FuzzParsedMatchesPlain holds
+// the two ways to one answer.
+
+// memoBytes bounds the bytes of parts one generation of the memo holds.
+const memoBytes = 8 << 20
+
+// generations is a map of parts that forgets what has not been used for a
+// while: a part found in the old generation moves to the current one, and
+// when the current one is full it becomes the old one.
+type generations[T any] struct {
+	cur, old map[string]T
+	size     int
+}
+
+func (g *generations[T]) get(key []byte) (T, bool) {
+	if v, ok := g.cur[string(key)]; ok {
+		return v, true
+	}
+	v, ok := g.old[string(key)]
+	if ok {
+		g.put(key, v)
+	}
+	return v, ok
+}
+
+func (g *generations[T]) put(key []byte, v T) {
+	if g.size+len(key) > memoBytes {
+		g.old, g.cur, g.size = g.cur, nil, 0
+	}
+	if g.cur == nil {
+		g.cur = map[string]T{}
+	}
+	g.cur[string(key)] = v
+	g.size += len(key)
+}
+
+// memo holds the parts of bodies the server has seen.
+type memo struct {
+	mu       sync.Mutex
+	messages generations[*msgPart]
+	tools    generations[*listPart]
+	system   generations[*listPart]
+}
+
+// msgPart is one message of the messages list, read once.
+type msgPart struct {
+	value any // as decode makes it; shared, never changed
+	// alone is what checking the message by itself found (nil when the
+	// message is not a well-formed user or assistant message: such a
+	// message is checked in place, with its index, every time).
+	alone  *msgFacts
+	blocks []cacheBlock // its blocks for the prompt cache; i is set per call
+}
+
+// msgFacts is what a message checked by itself contributes to the checks
+// of the whole conversation.
+type msgFacts struct {
+	role          string
+	uses          []toolUse // its tool_use blocks
+	results       []toolResult
+	cacheControls int
+	cacheErr      error
+	text          string // userText
+}
+
+type toolUse struct {
+	index int // the block's index in content
+	id    string
+}
+
+// listPart is a tools list or a system prompt, read once.
+type listPart struct {
+	value  any
+	blocks []cacheBlock
+	agent  string // system: the agent it names
+}
+
+// parsed is a request body decoded through the memo.
+type parsed struct {
+	obj   map[string]any
+	msgs  []*msgPart // the parts of obj["messages"], in order; nil if it was decoded whole
+	tools *listPart  // the part of obj["tools"], if any
+	sys   *listPart  // the part of obj["system"], if any
+}
+
+// parse decodes body, reading the parts it has seen from the memo. ok is
+// false when body must be decoded whole.
+func (s *Server) parse(body []byte) (p *parsed, ok bool) {
+	members, ok := splitObject(body)
+	if !ok {
+		return nil, false
+	}
+	p = &parsed{obj: make(map[string]any, len(members))}
+	for _, m := range members {
+		var err error
+		switch m.key {
+		case "messages":
+			p.msgs = nil
+			if m.raw[0] != '[' {
+				break
+			}
+			elems, ok := splitArray(m.raw)
+			if !ok {
+				return nil, false
+			}
+			list := make([]any, len(elems))
+			p.msgs = make([]*msgPart, len(elems))
+			for i, e := range elems {
+				if p.msgs[i], err = s.messagePart(e); err != nil {
+					return nil, false
+				}
+				list[i] = p.msgs[i].value
+			}
+			p.obj[m.key] = list
+			continue
+		case "tools", "system":
+			lp, err := s.listPart(m.key, m.raw)
+			if err != nil {
+				return nil, false
+			}
+			if m.key == "tools" {
+				p.tools = lp
+			} else {
+				p.sys = lp
+			}
+			p.obj[m.key] = lp.value
+			continue
+		}
+		if p.obj[m.key], err = decode(m.raw); err != nil {
+			return nil, false
+		}
+	}
+	return p, true
+}
+
+// messagePart is the memo's part for one raw message, made on first sight.
+func (s *Server) messagePart(raw []byte) (*msgPart, error) {
+	s.memo.mu.Lock()
+	mp, ok := s.memo.messages.get(raw)
+	s.memo.mu.Unlock()
+	if ok {
+		return mp, nil
+	}
+	v, err := decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	mp = &msgPart{value: v}
+	if m, ok := v.(map[string]any); ok {
+		role, _ := m["role"].(string)
+		if role == "user" || role == "assistant" {
+			var val validator
+			val.toolUseIDs = map[string]bool{}
+			if uses, results, err := val.content(0, role, m["content"]); err == nil {
+				mp.alone = &msgFacts{role: role, uses: uses, results: results,
+					cacheControls: val.cacheControls, cacheErr: val.cacheErr, text: userText(m)}
+				mp.blocks = messageBlocks(0, m, canonicalOn)
+			}
+		}
+	}
+	s.memo.mu.Lock()
+	s.memo.messages.put(raw, mp)
+	s.memo.mu.Unlock()
+	return mp, nil
+}
+
+// listPart is the memo's part for a raw tools list or system prompt.
+func (s *Server) listPart(key string, raw []byte) (*listPart, error) {
+	g := &s.memo.tools
+	if key == "system" {
+		g = &s.memo.system
+	}
+	s.memo.mu.Lock()
+	lp, ok := g.get(raw)
+	s.memo.mu.Unlock()
+	if ok {
+		return lp, nil
+	}
+	v, err := decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	lp = &listPart{value: v}
+	if key == "system" {
+		lp.blocks = systemBlocks(v, canonicalOn)
+		lp.agent = s.agentIn(v)
+	} else {
+		lp.blocks = toolBlocks(v, canonicalOn)
+	}
+	s.memo.mu.Lock()
+	g.put(raw, lp)
+	s.memo.mu.Unlock()
+	return lp, nil
+}
+
+// blocks lists the request's blocks in cache order from its parts, or from
+// the decoded body where it has none.
+func (p *parsed) blocks() []cacheBlock {
+	if p.msgs == nil {
+		return blocksOf(p.obj)
+	}
+	n := 0
+	for _, lp := range []*listPart{p.tools, p.sys} {
+		if lp != nil {
+			n += len(lp.blocks)
+		}
+	}
+	for _, mp := range p.msgs {
+		n += max(len(mp.blocks), 1)
+	}
+	out := make([]cacheBlock, 0, n)
+	if p.tools != nil {
+		out = append(out, p.tools.blocks...)
+	} else {
+		out = append(out, toolBlocks(p.obj["tools"], false)...)
+	}
+	if p.sys != nil {
+		out = append(out, p.sys.blocks...)
+	} else {
+		out = append(out, systemBlocks(p.obj["system"], false)...)
+	}
+	for i, mp := range p.msgs {
+		if mp.alone == nil {
+			m, _ := mp.value.(map[string]any)
+			out = append(out, messageBlocks(i, m, false)...)
+			continue
+		}
+		for _, b := range mp.blocks {
+			b.i = i
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// The splitter reads the skeleton of a body: an object's members and an
+// array's elements, as raw bytes. It checks the structure between them
+// (whitespace, quotes, commas, colons, brackets); the values themselves
+// are checked by decode, when first seen.
+
+type member struct {
+	key string
+	raw []byte
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && isSpace(data[i]) {
+		i++
+	}
+	return i
+}
+
+// splitObject reads data as one JSON object, with nothing but whitespace
+// around it.
+func splitObject(data []byte) ([]member, bool) {
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '{' {
+		return nil, false
+	}
+	var out []member
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return out, skipSpace(data, i+1) == len(data)
+	}
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return nil, false
+		}
+		end, ok := skipString(data, i)
+		if !ok {
+			return nil, false
+		}
+		key, ok := plainString(data[i:end])
+		if !ok {
+			return nil, false
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(data, i+1)
+		end, ok = skipValue(data, i)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, member{key: key, raw: data[i:end]})
+		i = skipSpace(data, end)
+		if i >= len(data) {
+			return nil, false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return out, skipSpace(data, i+1) == len(data)
+		default:
+			return nil, false
+		}
+	}
+}
+
+// splitArray reads data, which starts with '[' and is one value, as a JSON
+// array.
+func splitArray(data []byte) ([][]byte, bool) {
+	i := skipSpace(data, 1)
+	var out [][]byte
+	if i < len(data) && data[i] == ']' {
+		return out, i+1 == len(data)
+	}
+	for {
+		end, ok := skipValue(data, i)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, data[i:end])
+		i = skipSpace(data, end)
+		if i >= len(data) {
+			return nil, false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case ']':
+			return out, i+1 == len(data)
+		default:
+			return nil, false
+		}
+	}
+}
+
+// skipValue returns the end of the value starting at data[i]: a string,
+// an object or array (brackets matched outside strings), or a run of
+// other bytes up to a delimiter.
+func skipValue(data []byte, i int) (int, bool) {
+	if i >= len(data) {
+		return 0, false
+	}
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(data); j++ {
+			switch data[j] {
+			case '"':
+				end, ok := skipString(data, j)
+				if !ok {
+					return 0, false
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, true
+				}
+			}
+		}
+		return 0, false
+	}
+	j := i
+	for j < len(data) && !isSpace(data[j]) && data[j] != ',' && data[j] != '}' && data[j] != ']' {
+		j++
+	}
+	return j, j > i
+}
+
+// skipString returns the end of the string whose quote is data[i]: the
+// next quote not escaped by the backslashes before it. What is between is
+// left to decode.
+func skipString(data []byte, i int) (int, bool) {
+	for j := i + 1; ; {
+		k := bytes.IndexByte(data[j:], '"')
+		if k < 0 {
+			return 0, false
+		}
+		j += k
+		n := 0
+		for data[j-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return j + 1, true
+		}
+		j++
+	}
+}
+
+// plainString is the value of a quoted string with no escapes and only
+// ASCII in it; anything else is left to decode.
+func plainString(q []byte) (string, bool) {
+	s := q[1 : len(q)-1]
+	for _, c := range s {
+		if c == '\\' || c >= 0x80 {
+			return "", false
+		}
+	}
+	return string(s), true
+}

@@ -1,0 +1,218 @@
+package fakeapi
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// memoServer is a server whose memo the tests feed.
+func memoServer(t testing.TB) *Server {
+	t.Helper()
+	s, err := ParseScript([]byte("rules:\n  - agent: team-lead\n    reply: [{text: ok}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(s, Options{})
+}
+
+// readBoth validates body plainly and through s's memo, and fails the
+// test where the two differ: the error, or what the server reads of a
+// valid request (model, stream, system, latest user text, agent, and every
+// block as the prompt cache sees it). It reports whether the memo read the
+// body (rather than sending it the plain way).
+func readBoth(t testing.TB, s *Server, body []byte) (fast bool) {
+	t.Helper()
+	plain, plainErr := validate(body)
+	p, fast := s.parse(body)
+	var raw any
+	var decodeErr error
+	if fast {
+		raw = p.obj
+	} else {
+		p = nil
+		raw, decodeErr = decode(body)
+	}
+	got, err := validateDecoded(raw, decodeErr, p)
+	if fmt.Sprint(err) != fmt.Sprint(plainErr) {
+		t.Fatalf("body %.300s\nmemo error %v\nplain error %v", body, err, plainErr)
+	}
+	if err != nil {
+		return fast
+	}
+	if got.model != plain.model || got.stream != plain.stream || got.system != plain.system || got.lastUser != plain.lastUser {
+		t.Fatalf("body %.300s\nmemo read %+v\nplain read %+v", body, got, plain)
+	}
+	if p != nil && p.sys != nil {
+		obj := raw.(map[string]any)
+		if a := s.agentIn(obj["system"]); p.sys.agent != a {
+			t.Fatalf("memo agent %q, plain %q", p.sys.agent, a)
+		}
+	}
+	if len(got.blocks) != len(plain.blocks) {
+		t.Fatalf("memo has %d blocks, plain %d", len(got.blocks), len(plain.blocks))
+	}
+	for i := range got.blocks {
+		g, w := got.blocks[i], plain.blocks[i]
+		w.digestWith(nil)
+		if !g.digested {
+			g.digestWith(nil)
+		}
+		if g.path() != w.path() || g.section != w.section || g.role != w.role || g.ttl != w.ttl || g.digest != w.digest || g.size != w.size {
+			t.Fatalf("block %d: memo %s %q %s %x %d, plain %s %q %s %x %d", i,
+				g.path(), g.role, g.ttl, g.digest[:4], g.size, w.path(), w.role, w.ttl, w.digest[:4], w.size)
+		}
+	}
+	if got, want := prefixes(got.model, got.blocks), prefixes(plain.model, plain.blocks); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("prefixes differ:\nmemo  %v\nplain %v", got, want)
+	}
+	return fast
+}
+
+// conversation is an agent's request after turns rounds of a tool call.
+func conversation(turns int, extra ...string) string {
+	msgs := []string{`{"role":"user","content":"Start."}`}
+	for i := 1; i <= turns; i++ {
+		msgs = append(msgs,
+			fmt.Sprintf(`{"role":"assistant","content":[{"type":"text","text":"Turn %d."},{"type":"tool_use","id":"t%d","name":"bash","input":{"command":"echo %d"}}]}`, i, i, i),
+			fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":"%d\n"}]}`, i, i))
+	}
+	fields := append([]string{
+		`"model":"claude-sonnet-4-5"`, `"max_tokens":64`, `"stream":true`,
+		`"messages":[` + strings.Join(msgs, ",") + `]`,
+		`"system":[{"type":"text","text":"You are 'team-lead', an agent."},{"type":"text","text":"Rules.","cache_control":{"type":"ephemeral","ttl":"1h"}}]`,
+		`"tools":[{"name":"bash","input_schema":{"type":"object"}},{"name":"read","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}]`,
+	}, extra...)
+	return "{" + strings.Join(fields, ",") + "}"
+}
+
+// TestMemoReadsAnAgentsCalls: an agent's growing conversation reads the
+// same through the memo as plainly, and the memo keeps one part per
+// distinct message, tools list and system prompt.
+func TestMemoReadsAnAgentsCalls(t *testing.T) {
+	s := memoServer(t)
+	const turns = 30
+	for i := 0; i <= turns; i++ {
+		if !readBoth(t, s, []byte(conversation(i))) {
+			t.Fatalf("call %d was not read through the memo", i)
+		}
+	}
+	s.memo.mu.Lock()
+	defer s.memo.mu.Unlock()
+	if n := len(s.memo.messages.cur) + len(s.memo.messages.old); n != 1+2*turns {
+		t.Errorf("the memo holds %d messages, want %d", n, 1+2*turns)
+	}
+	if len(s.memo.tools.cur) != 1 || len(s.memo.system.cur) != 1 {
+		t.Errorf("the memo holds %d tools lists and %d system prompts, want 1 and 1", len(s.memo.tools.cur), len(s.memo.system.cur))
+	}
+}
+
+// TestMemoErrorsAsPlain: requests whose fault lies across messages the
+// memo has already checked alone are refused with the plain error.
+func TestMemoErrorsAsPlain(t *testing.T) {
+	s := memoServer(t)
+	readBoth(t, s, []byte(conversation(3)))
+	cc := func(n int) string {
+		var b []string
+		for i := range n {
+			b = append(b, fmt.Sprintf(`{"type":"text","text":"b%d","cache_control":{"type":"ephemeral"}}`, i))
+		}
+		return strings.Join(b, ",")
+	}
+	user := `{"role":"user","content":"Start."}`
+	a1 := `{"role":"assistant","content":[{"type":"text","text":"Turn 1."},{"type":"tool_use","id":"t1","name":"bash","input":{"command":"echo 1"}}]}`
+	r1 := `{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"1\n"}]}`
+	for _, msgs := range []string{
+		user + "," + a1 + "," + r1 + "," + a1 + "," + r1, // t1 twice: each message passed alone
+		user + "," + r1,              // a result with no call before it
+		a1 + "," + r1,                // starts with the assistant
+		user + "," + a1,              // ends with the assistant
+		user + "," + user,            // two users in a row
+		user + "," + a1 + "," + user, // the call never answered
+		`{"role":"user","content":[` + cc(3) + `]},{"role":"assistant","content":"x"},{"role":"user","content":[` + cc(2) + `]}`, // five cache_control in all
+		`{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"bogus"}}]}`,
+		`{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}]},{"role":"assistant","content":"y"},{"role":"user","content":[{"type":"text","text":"z","cache_control":{"type":"ephemeral","ttl":"1h"}}]}`,
+		`{"role":"user","content":"x"},"not a message",{"role":"user","content":"y"}`,
+		`{"role":"robot","content":"x"}`,
+	} {
+		for range 2 { // the second time, every part is in the memo
+			readBoth(t, s, []byte(`{"model":"m","max_tokens":5,"messages":[`+msgs+`]}`))
+		}
+	}
+}
+
+// TestMemoSplitter: bodies the splitter cannot read plainly go the plain
+// way, and read the same.
+func TestMemoSplitter(t *testing.T) {
+	s := memoServer(t)
+	m := `"messages":[{"role":"user","content":"hi \"there\" \\"}]`
+	for _, tc := range []struct {
+		body string
+		fast bool
+	}{
+		{`{"model":"m","max_tokens":5,` + m + `}`, true},
+		{" \n{ \"model\" : \"m\" , \"max_tokens\" : 5 , " + m + " } \t", true},
+		{`{"model":"m","max_tokens":5,` + m + `,"model":"n"}`, true}, // the last of a repeated key, as encoding/json
+		{`{"mod\u0065l":"m","max_tokens":5,` + m + `}`, false},       // an escaped key
+		{`{"model":"m","max_tokens":5,` + m + `}x`, false},
+		{`{"model":"m","max_tokens":5,` + m + `,}`, false},
+		{`{"model":"m","max_tokens":5 5,` + m + `}`, false},
+		{`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"} {"role":"user"}]}`, false},
+		{`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"]}]}`, false},
+		{`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x}]}`, false},
+		{`{"model":"m","max_tokens":5,"messages":{"role":"user"}}`, true},
+		{`{"model":"m","max_tokens":tru,` + m + `}`, false},
+		{`{}`, true},
+		{`[]`, false},
+		{``, false},
+	} {
+		if fast := readBoth(t, s, []byte(tc.body)); fast != tc.fast {
+			t.Errorf("%s: read through the memo %v, want %v", tc.body, fast, tc.fast)
+		}
+	}
+}
+
+// TestMemoGenerations: a full generation becomes the old one; a part found
+// there moves back to the current one, and the one before is forgotten.
+func TestMemoGenerations(t *testing.T) {
+	var g generations[int]
+	key := func(c byte) []byte { return []byte(strings.Repeat(string(c), memoBytes/2)) }
+	g.put(key('a'), 1)
+	g.put(key('b'), 2)
+	g.put(key('c'), 3) // a and b are now old
+	if v, ok := g.get(key('a')); !ok || v != 1 {
+		t.Fatalf("a: %d %v", v, ok)
+	}
+	g.put(key('d'), 4) // c and a are now old; b is gone
+	if _, ok := g.get(key('b')); ok {
+		t.Error("b outlived two generations")
+	}
+	for c, want := range map[byte]int{'a': 1, 'c': 3, 'd': 4} {
+		if v, ok := g.get(key(c)); !ok || v != want {
+			t.Errorf("%c: %d %v", c, v, ok)
+		}
+	}
+}
+
+// FuzzParsedMatchesPlain: whatever the body, and whatever the memo already
+// holds, reading through the memo gives what the plain way gives.
+func FuzzParsedMatchesPlain(f *testing.F) {
+	for _, s := range []string{
+		conversation(2),
+		conversation(1, `"metadata":{"user_id":"u"}`),
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x"}]}]}`,
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]}],"system":"s"}`,
+		`{"model":1,"max_tokens":1e400}`, `null`, `{"messages":[null,1,"x"]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	warm := [][]byte{[]byte(conversation(3)), []byte(conversation(4))}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s := memoServer(t)
+		for _, w := range warm {
+			readBoth(t, s, w)
+		}
+		readBoth(t, s, body)
+		readBoth(t, s, body)
+	})
+}
