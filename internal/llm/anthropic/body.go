@@ -197,12 +197,13 @@ func (b *reqBody) bytes() []byte {
 	return bytes.Join(b.pieces, nil)
 }
 
-// middleware puts the body on the request the SDK is about to send, in
-// place of the one it marshalled from empty params.
+// middleware puts the body on the request the SDK is about to send, which
+// has none of its own.
 func (b *reqBody) middleware(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 	if r.Body != nil {
 		r.Body.Close()
 	}
+	r.Header.Set("Content-Type", "application/json")
 	r.ContentLength = int64(b.size)
 	r.GetBody = func() (io.ReadCloser, error) { return &pieceReader{pieces: b.pieces}, nil }
 	r.Body, _ = r.GetBody()
