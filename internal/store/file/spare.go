@@ -132,6 +132,26 @@ func makeSpare(path string) {
 	}
 }
 
+// spareLater makes the spares of new task files (makeSpare) in the
+// background, in order, once the creating call has returned: a creation
+// (the lead's, before any teammate can work) does not wait for a second
+// inode per task, and a claim that comes before its task's spare makes one
+// itself. Close waits for them.
+func (s *Store) spareLater(paths []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return // best effort: the first change makes the spare
+	}
+	s.spares.Add(1)
+	go func() {
+		defer s.spares.Done()
+		for _, p := range paths {
+			makeSpare(p)
+		}
+	}()
+}
+
 // abort drops a replacement that will not be committed. A spare keeps what
 // was written into it: it is never read.
 func (r *replacement) abort() {

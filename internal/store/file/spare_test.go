@@ -3,6 +3,7 @@ package file
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -27,6 +28,7 @@ func spareTeam(t *testing.T) (store.Team, string) {
 	if _, err := tm.Tasks().Create(ctx, store.Task{Subject: "one"}); err != nil {
 		t.Fatal(err)
 	}
+	s.spares.Wait() // made in the background
 	return tm, filepath.Join(s.Dir(), "teams", "sp", "tasks", "1.json")
 }
 
@@ -98,6 +100,37 @@ func TestCreateMakesTheSpare(t *testing.T) {
 	}
 	if got, err := tm.Tasks().Get(context.Background(), "1"); err != nil || got.Owner != "alice" {
 		t.Fatalf("Get = %+v, %v", got, err)
+	}
+}
+
+// TestCreateAllSparesByClose: the spares of a batch of new tasks are made
+// in the background, and all of them by the time the store is closed.
+func TestCreateAllSparesByClose(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tm, err := s.CreateTeam(ctx, store.Roster{Name: "sp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts []store.Task
+	for i := range 20 {
+		ts = append(ts, store.Task{Subject: fmt.Sprint("task ", i)})
+	}
+	made, err := tm.Tasks().(store.TaskBatch).CreateAll(ctx, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range made {
+		path := filepath.Join(s.Dir(), "teams", "sp", "tasks", task.ID+".json")
+		if fi, err := os.Stat(sparePath(path)); err != nil || fi.Size() != 0 {
+			t.Errorf("task %s: spare %v, %v; want an empty one", task.ID, fi, err)
+		}
 	}
 }
 

@@ -97,6 +97,8 @@ type Store struct {
 	swept      map[string]bool // teams whose stray temporary files were removed
 	closed     bool
 	done       chan struct{}
+	// spares counts the spares being made for new tasks (spareLater).
+	spares sync.WaitGroup
 
 	beatMu sync.Mutex
 	beats  map[string]*beatCache // key: team key (beats.go)
@@ -159,6 +161,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	s.spares.Wait()
 	// Roster logs waiting to be folded are folded now, so that config.json
 	// is the whole roster once no process of the team runs.
 	s.compactAll()

@@ -519,7 +519,7 @@ func (b *tasks) Create(ctx context.Context, t store.Task) (store.Task, error) {
 	if err != nil {
 		return store.Task{}, fmt.Errorf("create task: %w", err)
 	}
-	makeSpare(b.file(out.ID)) // after the lock: see makeSpare
+	b.t.s.spareLater([]string{b.file(out.ID)})
 	return out, nil
 }
 
@@ -544,9 +544,11 @@ func (b *tasks) CreateAll(ctx context.Context, ts []store.Task) ([]store.Task, e
 	if err != nil {
 		return nil, fmt.Errorf("create tasks: %w", err)
 	}
-	for _, t := range out {
-		makeSpare(b.file(t.ID)) // after the lock: see makeSpare
+	paths := make([]string, len(out))
+	for i, t := range out {
+		paths[i] = b.file(t.ID)
 	}
+	b.t.s.spareLater(paths)
 	return out, nil
 }
 
