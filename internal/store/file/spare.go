@@ -165,7 +165,9 @@ func (r *replacement) abort() {
 // version written and fsynced, then each put in place, then the directory
 // fsynced once. A failure before the first commit leaves every file as it
 // was; one after it leaves the files before it changed and the others not.
-func replaceFiles(dir string, paths []string, data [][]byte) error {
+// It returns the identity of each new file (what a stat of its path now
+// gives).
+func replaceFiles(dir string, paths []string, data [][]byte) ([]fs.FileInfo, error) {
 	rs := make([]*replacement, 0, len(paths))
 	done := 0
 	defer func() {
@@ -176,23 +178,31 @@ func replaceFiles(dir string, paths []string, data [][]byte) error {
 	for i, path := range paths {
 		r, err := stage(path, data[i])
 		if err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
+			return nil, fmt.Errorf("write %s: %w", path, err)
 		}
 		rs = append(rs, r)
 	}
-	for _, r := range rs {
+	fis := make([]fs.FileInfo, len(rs))
+	for i, r := range rs {
 		if err := r.sync(); err != nil {
-			return fmt.Errorf("write %s: %w", r.path, err)
+			return nil, fmt.Errorf("write %s: %w", r.path, err)
 		}
+		// The inode written becomes the file: its identity now is the
+		// file's once committed (a rename changes no size or mtime).
+		fi, err := r.f.Stat()
+		if err != nil {
+			return nil, fmt.Errorf("write %s: %w", r.path, err)
+		}
+		fis[i] = fi
 	}
 	for _, r := range rs {
 		err := r.commit()
 		done++
 		if err != nil {
-			return errors.Join(fmt.Errorf("write %s: %w", r.path, err), syncDir(dir))
+			return nil, errors.Join(fmt.Errorf("write %s: %w", r.path, err), syncDir(dir))
 		}
 	}
-	return syncDir(dir)
+	return fis, syncDir(dir)
 }
 
 // readMode is how readStable reads a file that writers replace.

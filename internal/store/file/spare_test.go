@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/store"
 )
@@ -254,5 +256,68 @@ func TestSpareNeverRead(t *testing.T) {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s after the task was removed: %v", p, err)
 		}
+	}
+}
+
+// TestOwnWriteServesReads: a task file the store has just written is read
+// from what it wrote while it is young: the claim's check without the lock
+// and a Get after it open no task file.
+func TestOwnWriteServesReads(t *testing.T) {
+	tm, path := spareTeam(t)
+	var reads atomic.Int64
+	afterRead = func(p string) {
+		if p == path {
+			reads.Add(1)
+		}
+	}
+	t.Cleanup(func() { afterRead = nil })
+	ctx := context.Background()
+	if _, err := tm.Tasks().Claim(ctx, "1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tm.Tasks().Claim(ctx, "1", "bob"); err == nil {
+		t.Fatal("bob claimed alice's task")
+	}
+	got, err := tm.Tasks().Get(ctx, "1")
+	if err != nil || got.Owner != "alice" {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+	if n := reads.Load(); n != 0 {
+		t.Errorf("the task file was read %d times without the lock, want 0 (the store wrote it)", n)
+	}
+}
+
+// TestOwnEntryTrustedWhileYoung: an entry of the store's own write stands
+// for its file only while the file is younger than racyWindow; then the
+// file is read again.
+func TestOwnEntryTrustedWhileYoung(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "1.json")
+	if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c taskCache
+	c.wrote("k", fi, store.Task{ID: "1", Subject: "written"})
+	if got, ok := c.get("k", fi); !ok || got.Subject != "written" {
+		t.Fatalf("young own entry: %+v, %v; want it served", got, ok)
+	}
+	old := time.Now().Add(-2 * racyWindow)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err = os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+	c.wrote("k", fi, store.Task{ID: "1", Subject: "written"})
+	if _, ok := c.get("k", fi); ok {
+		t.Fatal("an own entry of a file older than racyWindow was served")
+	}
+	c.put("k", fi, store.Task{ID: "1", Subject: "read"})
+	if got, ok := c.get("k", fi); !ok || got.Subject != "read" {
+		t.Fatalf("entry read after the window: %+v, %v", got, ok)
 	}
 }

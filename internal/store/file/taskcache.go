@@ -29,8 +29,9 @@ type taskCache struct {
 }
 
 type cachedTask struct {
-	fi fs.FileInfo
-	t  store.Task
+	fi  fs.FileInfo
+	t   store.Task
+	own bool // written by this store (wrote), younger than racyWindow
 }
 
 func taskKey(team, id string) string { return team + "/" + id }
@@ -41,10 +42,26 @@ func (c *taskCache) get(key string, fi fs.FileInfo) (store.Task, bool) {
 	c.mu.Lock()
 	e, ok := c.m[key]
 	c.mu.Unlock()
-	if !ok || !sameVersion(e.fi, fi) {
+	if !ok || !sameVersion(e.fi, fi) || e.own && time.Since(e.fi.ModTime()) >= racyWindow {
 		return store.Task{}, false
 	}
 	return copyTask(e.t), true
+}
+
+// wrote caches t as this store just wrote it to the file fi describes,
+// young as that file is. Every change of a task file is made under the
+// board lock, so the file can hold something else only if a hand edit
+// rewrote it in place, to the same size, within the tick of the clock that
+// stamped the write's mtime; the entry is trusted only while the file is
+// younger than racyWindow, after which the file is read again once and
+// cached by the rule above.
+func (c *taskCache) wrote(key string, fi fs.FileInfo, t store.Task) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string]cachedTask)
+	}
+	c.m[key] = cachedTask{fi: fi, t: t, own: true}
 }
 
 // racyWindow is far above any filesystem's timestamp granularity.

@@ -187,7 +187,19 @@ func (b *tasks) writeTasks(ts []*store.Task) error {
 		}
 		paths[i] = b.file(t.ID)
 	}
-	return replaceFiles(b.dir(), paths, data)
+	fis, err := replaceFiles(b.dir(), paths, data)
+	if err != nil {
+		return err
+	}
+	// The new versions are cached as written (see taskCache.wrote): the
+	// claims, the board reads and the wakes that follow a change read it
+	// while it is young.
+	for i, t := range ts {
+		if parsed, err := store.ParseTask(data[i]); err == nil {
+			b.t.s.parsed.wrote(taskKey(b.t.key, t.ID), fis[i], parsed)
+		}
+	}
+	return nil
 }
 
 func (x *tx) commit() error {
