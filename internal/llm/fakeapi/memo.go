@@ -151,64 +151,70 @@ func (s *Server) parse(body []byte) (p *parsed, ok bool) {
 	return p, true
 }
 
-// messagePart is the memo's part for one raw message, made on first sight.
-func (s *Server) messagePart(raw []byte) (*msgPart, error) {
-	s.memo.mu.Lock()
-	mp, ok := s.memo.messages.get(raw)
-	s.memo.mu.Unlock()
+// remembered returns g's part for raw, made by build from its decoded
+// value the first time raw is seen.
+func remembered[T any](m *memo, g *generations[T], raw []byte, build func(v any) T) (T, error) {
+	m.mu.Lock()
+	p, ok := g.get(raw)
+	m.mu.Unlock()
 	if ok {
-		return mp, nil
+		return p, nil
 	}
 	v, err := decode(raw)
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
-	mp = &msgPart{value: v}
-	if m, ok := v.(map[string]any); ok {
-		role, _ := m["role"].(string)
-		if role == "user" || role == "assistant" {
-			var val validator
-			val.toolUseIDs = map[string]bool{}
-			if uses, results, err := val.content(0, role, m["content"]); err == nil {
-				mp.alone = &msgFacts{role: role, uses: uses, results: results,
-					cacheControls: val.cacheControls, cacheErr: val.cacheErr, text: userText(m)}
-				mp.blocks = messageBlocks(0, m, canonicalOn)
-			}
+	p = build(v)
+	m.mu.Lock()
+	g.put(raw, p)
+	m.mu.Unlock()
+	return p, nil
+}
+
+// messagePart is the memo's part for one raw message.
+func (s *Server) messagePart(raw []byte) (*msgPart, error) {
+	return remembered(&s.memo, &s.memo.messages, raw, func(v any) *msgPart {
+		mp := &msgPart{value: v}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return mp
 		}
-	}
-	s.memo.mu.Lock()
-	s.memo.messages.put(raw, mp)
-	s.memo.mu.Unlock()
-	return mp, nil
+		role, _ := m["role"].(string)
+		if role != "user" && role != "assistant" {
+			return mp
+		}
+		var val validator
+		val.toolUseIDs = map[string]bool{}
+		if uses, results, err := val.content(0, role, m["content"]); err == nil {
+			mp.alone = &msgFacts{role: role, uses: uses, results: results,
+				cacheControls: val.cacheControls, cacheErr: val.cacheErr, text: userText(m)}
+			mp.blocks = messageBlocks(0, m, canonicalOn)
+		}
+		return mp
+	})
 }
 
 // listPart is the memo's part for a raw tools list or system prompt.
 func (s *Server) listPart(key string, raw []byte) (*listPart, error) {
-	g := &s.memo.tools
 	if key == "system" {
-		g = &s.memo.system
+		return remembered(&s.memo, &s.memo.system, raw, func(v any) *listPart {
+			return &listPart{value: v, blocks: systemBlocks(v, canonicalOn), agent: s.agentIn(v)}
+		})
 	}
-	s.memo.mu.Lock()
-	lp, ok := g.get(raw)
-	s.memo.mu.Unlock()
-	if ok {
-		return lp, nil
+	return remembered(&s.memo, &s.memo.tools, raw, func(v any) *listPart {
+		return &listPart{value: v, blocks: toolBlocks(v, canonicalOn)}
+	})
+}
+
+// read decodes a request body: through the memo when it can (p), else
+// whole (p nil); raw is the decoded body either way.
+func (s *Server) read(body []byte) (p *parsed, raw any, decodeErr error) {
+	if p, ok := s.parse(body); ok {
+		return p, p.obj, nil
 	}
-	v, err := decode(raw)
-	if err != nil {
-		return nil, err
-	}
-	lp = &listPart{value: v}
-	if key == "system" {
-		lp.blocks = systemBlocks(v, canonicalOn)
-		lp.agent = s.agentIn(v)
-	} else {
-		lp.blocks = toolBlocks(v, canonicalOn)
-	}
-	s.memo.mu.Lock()
-	g.put(raw, lp)
-	s.memo.mu.Unlock()
-	return lp, nil
+	raw, decodeErr = decode(body)
+	return nil, raw, decodeErr
 }
 
 // blocks lists the request's blocks in cache order from its parts, or from
@@ -304,19 +310,30 @@ func splitObject(data []byte) ([]member, bool) {
 			return nil, false
 		}
 		out = append(out, member{key: key, raw: data[i:end]})
-		i = skipSpace(data, end)
-		if i >= len(data) {
+		var more bool
+		if i, more, ok = afterValue(data, end, '}'); !ok {
 			return nil, false
 		}
-		switch data[i] {
-		case ',':
-			i = skipSpace(data, i+1)
-		case '}':
-			return out, skipSpace(data, i+1) == len(data)
-		default:
-			return nil, false
+		if !more {
+			return out, skipSpace(data, i) == len(data)
 		}
 	}
+}
+
+// afterValue reads what follows a value that ends at end in an object or
+// array closed by close: a comma and the next value's start (more), or the
+// close and the index after it.
+func afterValue(data []byte, end int, close byte) (i int, more, ok bool) {
+	i = skipSpace(data, end)
+	switch {
+	case i >= len(data):
+		return 0, false, false
+	case data[i] == ',':
+		return skipSpace(data, i+1), true, true
+	case data[i] == close:
+		return i + 1, false, true
+	}
+	return 0, false, false
 }
 
 // splitArray reads data, which starts with '[' and is one value, as a JSON
@@ -333,17 +350,12 @@ func splitArray(data []byte) ([][]byte, bool) {
 			return nil, false
 		}
 		out = append(out, data[i:end])
-		i = skipSpace(data, end)
-		if i >= len(data) {
+		var more bool
+		if i, more, ok = afterValue(data, end, ']'); !ok {
 			return nil, false
 		}
-		switch data[i] {
-		case ',':
-			i = skipSpace(data, i+1)
-		case ']':
-			return out, i+1 == len(data)
-		default:
-			return nil, false
+		if !more {
+			return out, i == len(data)
 		}
 	}
 }

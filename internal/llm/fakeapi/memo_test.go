@@ -24,15 +24,8 @@ func memoServer(t testing.TB) *Server {
 func readBoth(t testing.TB, s *Server, body []byte) (fast bool) {
 	t.Helper()
 	plain, plainErr := validate(body)
-	p, fast := s.parse(body)
-	var raw any
-	var decodeErr error
-	if fast {
-		raw = p.obj
-	} else {
-		p = nil
-		raw, decodeErr = decode(body)
-	}
+	p, raw, decodeErr := s.read(body)
+	fast = p != nil
 	got, err := validateDecoded(raw, decodeErr, p)
 	if fmt.Sprint(err) != fmt.Sprint(plainErr) {
 		t.Fatalf("body %.300s\nmemo error %v\nplain error %v", body, err, plainErr)

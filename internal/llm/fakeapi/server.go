@@ -223,15 +223,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	// The body is decoded once, through the memo where it can be: what
 	// the recording shows even for a request that is then refused is read
 	// from the same value that is validated below.
-	p, fast := s.parse(body)
-	var raw any
-	var decodeErr error
-	if fast {
-		raw = p.obj
-	} else {
-		p = nil
-		raw, decodeErr = decode(body)
-	}
+	p, raw, decodeErr := s.read(body)
 	if obj, ok := raw.(map[string]any); ok {
 		c.rec.Stream, _ = obj["stream"].(bool)
 		if p != nil && p.sys != nil {
