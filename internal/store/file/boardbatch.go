@@ -18,9 +18,10 @@ type boardReq struct {
 // takes every queued change under one hold of the board lock and runs
 // them in order, each seeing the ones before it. The changes that write
 // one task file each (a claim, most updates) are then made durable
-// together: every new file written and fsynced (the first fsync commits
-// them all to the file system's journal, the others find nothing left to
-// do), every one renamed into place, and the directory fsynced once. A
+// together: every new file written and fsynced, the fsyncs at once (on a
+// journaled file system the first commits them all and the others find
+// little left to do; without a journal each is a write of its own), every
+// one renamed into place, and the directory fsynced once. A
 // change that touches several files, or creates a task, is committed on
 // its own as before, after the ones queued ahead of it.
 //

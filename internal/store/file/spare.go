@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 )
@@ -161,6 +162,40 @@ func (r *replacement) abort() {
 	}
 }
 
+// syncAll makes every staged version durable, the fsyncs of several
+// files at once: a group commit of the board writes a file per task it
+// changes, and one fsync after another made its time under the board lock
+// the sum of them. It returns the identity of each file written (the
+// inode becomes the file: a rename changes no size or mtime).
+func syncAll(rs []*replacement) ([]fs.FileInfo, error) {
+	fis := make([]fs.FileInfo, len(rs))
+	errs := make([]error, len(rs))
+	one := func(i int) {
+		r := rs[i]
+		if errs[i] = r.sync(); errs[i] == nil {
+			fis[i], errs[i] = r.f.Stat()
+		}
+		if errs[i] != nil {
+			errs[i] = fmt.Errorf("write %s: %w", r.path, errs[i])
+		}
+	}
+	if len(rs) == 1 {
+		one(0)
+	} else {
+		var wg sync.WaitGroup
+		for i := range rs {
+			wg.Go(func() { one(i) })
+		}
+		wg.Wait()
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return fis, nil
+}
+
 // replaceFiles gives each path its data, durably (see above): every new
 // version written and fsynced, then each put in place, then the directory
 // fsynced once. A failure before the first commit leaves every file as it
@@ -182,18 +217,9 @@ func replaceFiles(dir string, paths []string, data [][]byte) ([]fs.FileInfo, err
 		}
 		rs = append(rs, r)
 	}
-	fis := make([]fs.FileInfo, len(rs))
-	for i, r := range rs {
-		if err := r.sync(); err != nil {
-			return nil, fmt.Errorf("write %s: %w", r.path, err)
-		}
-		// The inode written becomes the file: its identity now is the
-		// file's once committed (a rename changes no size or mtime).
-		fi, err := r.f.Stat()
-		if err != nil {
-			return nil, fmt.Errorf("write %s: %w", r.path, err)
-		}
-		fis[i] = fi
+	fis, err := syncAll(rs)
+	if err != nil {
+		return nil, err
 	}
 	for _, r := range rs {
 		err := r.commit()

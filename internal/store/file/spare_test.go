@@ -321,3 +321,43 @@ func TestOwnEntryTrustedWhileYoung(t *testing.T) {
 		t.Fatalf("entry read after the window: %+v, %v", got, ok)
 	}
 }
+
+// TestReplaceFilesIdentities: several files replaced at once (their fsyncs
+// run together) each hold their data, and the identity replaceFiles gives
+// for each is what a stat of its path gives, as the task cache needs.
+func TestReplaceFilesIdentities(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	var data [][]byte
+	for i := range 6 {
+		p := filepath.Join(dir, fmt.Sprintf("%d.json", i+1))
+		if i%2 == 0 { // half of them exist already, with a spare or not
+			if err := os.WriteFile(p, []byte("old"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		paths = append(paths, p)
+		data = append(data, []byte(fmt.Sprintf(`{"n":%d}`, i)))
+	}
+	makeSpare(paths[0])
+	fis, err := replaceFiles(dir, paths, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fis) != len(paths) {
+		t.Fatalf("%d identities for %d files", len(fis), len(paths))
+	}
+	for i, p := range paths {
+		got, err := os.ReadFile(p)
+		if err != nil || string(got) != string(data[i]) {
+			t.Errorf("%s = %q, %v; want %q", p, got, err, data[i])
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameVersion(fi, fis[i]) {
+			t.Errorf("%s: replaceFiles said %v %d %v, the path is %v %d %v", p, fis[i].Name(), fis[i].Size(), fis[i].ModTime(), fi.Name(), fi.Size(), fi.ModTime())
+		}
+	}
+}
