@@ -55,6 +55,10 @@ type rosterCache struct {
 	// heartbeatsOnly is true while every line of the log only moved
 	// heartbeats: nothing a person reading config.json would miss.
 	heartbeatsOnly bool
+	// logID is the log file read, by birth time (logIDOK), so that a
+	// read can tell it unchanged with one statx (see logUnchanged).
+	logID   fileInstance
+	logIDOK bool
 }
 
 func (t *Team) logPath() string { return t.path("roster.jsonl") }
@@ -64,6 +68,7 @@ type rosterLog struct {
 	exists bool
 	gen    string
 	size   int64
+	fi     fs.FileInfo // the log's stat, when it exists
 }
 
 // logHeader is the first line of a log started by a fold: a generation
@@ -75,6 +80,9 @@ type logHeader struct {
 
 // statLog reads the log's generation and size.
 func (t *Team) statLog() (rosterLog, error) {
+	if testHookStatLog != nil {
+		testHookStatLog()
+	}
 	f, err := os.Open(t.logPath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return rosterLog{}, nil
@@ -86,12 +94,37 @@ func (t *Team) statLog() (rosterLog, error) {
 	return readLogHead(f)
 }
 
+// What a statx of the log says of the one a cache read.
+const (
+	logUnknown = iota // no birth times here: read the log's head
+	logSame           // the same file, not grown (or still no log)
+	logOther          // another file
+)
+
+// logState tells, with one statx, whether the log is the one c read,
+// unchanged: the same file by birth time, which a new log on a reused
+// inode does not share, and the same size.
+func (t *Team) logState(c *rosterCache) int {
+	id, size, ok, err := instanceOf(t.logPath())
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !c.log:
+		return logSame
+	case err != nil || !ok || !c.logIDOK:
+		return logUnknown
+	case id != c.logID:
+		return logOther
+	case size == c.off:
+		return logSame
+	}
+	return logUnknown // grown: the head check reads only the new lines
+}
+
 func readLogHead(f *os.File) (rosterLog, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return rosterLog{}, err
 	}
-	l := rosterLog{exists: true, size: fi.Size()}
+	l := rosterLog{exists: true, size: fi.Size(), fi: fi}
 	var buf [128]byte
 	n, _ := f.ReadAt(buf[:], 0)
 	if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
@@ -154,17 +187,28 @@ func (t *Team) roster() (*rosterCache, error) {
 		if err != nil {
 			return nil, err
 		}
-		log, err := t.statLog()
-		if err != nil {
-			return nil, err
-		}
 		t.s.mu.Lock()
 		c := t.s.rosters[t.key]
 		t.s.mu.Unlock()
-		if c != nil && sameVersion(c.cfg, cfg) && c.log == log.exists && c.gen == log.gen && c.off == log.size {
-			return c, nil
+		prev := c
+		if c != nil && sameVersion(c.cfg, cfg) {
+			switch t.logState(c) {
+			case logSame:
+				return c, nil
+			case logOther:
+				prev = nil // another file: read it whole
+			}
 		}
-		next, retry, err := t.readRoster(c)
+		if prev != nil {
+			log, err := t.statLog()
+			if err != nil {
+				return nil, err
+			}
+			if sameVersion(prev.cfg, cfg) && prev.log == log.exists && prev.gen == log.gen && prev.off == log.size {
+				return prev, nil
+			}
+		}
+		next, retry, err := t.readRoster(prev)
 		if err != nil {
 			return nil, err
 		}
@@ -255,6 +299,13 @@ func (t *Team) readRoster(prev *rosterCache) (next *rosterCache, retry bool, err
 		}
 		c.off += int64(len(data))
 	}
+	if lf != nil {
+		// While lf is open its inode is not reused: the file at the path
+		// with lf's inode is lf, and its birth time names it from now on.
+		if id, _, ok, err := instanceOf(t.logPath()); err == nil && ok && sameInode(log.fi, id) {
+			c.logID, c.logIDOK = id, true
+		}
+	}
 	// A fold replaces config.json and then starts a new log: a log of the
 	// same generation means none finished since config.json was opened.
 	now, err := t.statLog()
@@ -263,6 +314,9 @@ func (t *Team) readRoster(prev *rosterCache) (next *rosterCache, retry bool, err
 	}
 	return c, false, nil
 }
+
+// testHookStatLog, when set by a test, runs at each read of the log's head.
+var testHookStatLog func()
 
 // testHookRosterBetweenOpens, when set by a test, runs after readRoster
 // opened config.json and before it opens the log.

@@ -295,3 +295,56 @@ func TestBeatWritesNoRoster(t *testing.T) {
 		t.Error("a change of status left the roster's files as they were")
 	}
 }
+
+// TestRosterLogUnchangedByBirthTime: while the log is the file the cache
+// read, unchanged, a roster read costs one statx and reads no log head;
+// a log replaced by another of the same size and header (a new file, even
+// on a reused inode) is read again.
+func TestRosterLogUnchangedByBirthTime(t *testing.T) {
+	dir := t.TempDir()
+	tm := newTestTeam(t, dir, "alice")
+	ctx := context.Background()
+	if _, err := tm.UpdateRoster(ctx, func(r *store.Roster) error {
+		m, _ := r.Member("alice")
+		m.Status = store.StatusWorking
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tm.ReadRoster(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok, err := instanceOf(tm.logPath()); err != nil || !ok {
+		t.Skipf("this file system gives no birth times (%v): every read checks the log's head", err)
+	}
+	heads := 0
+	testHookStatLog = func() { heads++ }
+	t.Cleanup(func() { testHookStatLog = nil })
+	for range 5 {
+		if m, ok, err := tm.ReadMember(ctx, "alice"); err != nil || !ok || m.Status != store.StatusWorking {
+			t.Fatalf("ReadMember = %+v, %v, %v", m, ok, err)
+		}
+	}
+	if heads != 0 {
+		t.Errorf("%d reads of the log's head for an unchanged log, want 0", heads)
+	}
+	// The same bytes but another status, as a new file renamed over it.
+	data, err := os.ReadFile(tm.logPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), `"`+store.StatusWorking+`"`, `"stopped"`, 1)
+	if len(edited) != len(data) || edited == string(data) {
+		t.Fatalf("cannot make a same-size edit of %q", data)
+	}
+	tmp := tm.logPath() + ".new"
+	if err := os.WriteFile(tmp, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, tm.logPath()); err != nil {
+		t.Fatal(err)
+	}
+	if m, _, err := tm.ReadMember(ctx, "alice"); err != nil || m.Status != "stopped" {
+		t.Errorf("after the log was replaced: %+v, %v; want status stopped", m, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,4 +28,36 @@ func exchange(a, b string) error {
 func fdatasync(f *os.File) error {
 	_, err := retryEINTR(func() (int, error) { return 0, unix.Fdatasync(int(f.Fd())) })
 	return err
+}
+
+// fileInstance names one file for good: its device, inode and birth time.
+// A file made after another was removed may get its inode, never its birth
+// time. ok is false where the file system does not report birth times.
+type fileInstance struct {
+	dev, ino   uint64
+	bsec, nsec int64
+}
+
+// instanceOf returns the instance of the file at path and its size; ok is
+// false when there is no birth time to tell instances apart.
+func instanceOf(path string) (id fileInstance, size int64, ok bool, err error) {
+	var st unix.Statx_t
+	err = unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO|unix.STATX_SIZE|unix.STATX_BTIME, &st)
+	if errors.Is(err, unix.ENOENT) {
+		return fileInstance{}, 0, false, fs.ErrNotExist
+	}
+	if err != nil {
+		return fileInstance{}, 0, false, &fs.PathError{Op: "statx", Path: path, Err: err}
+	}
+	if st.Mask&unix.STATX_BTIME == 0 || st.Mask&unix.STATX_INO == 0 {
+		return fileInstance{}, 0, false, nil
+	}
+	id = fileInstance{dev: unix.Mkdev(st.Dev_major, st.Dev_minor), ino: st.Ino, bsec: st.Btime.Sec, nsec: int64(st.Btime.Nsec)}
+	return id, int64(st.Size), true, nil
+}
+
+// sameInode reports whether fi (from a stat) is the file id names.
+func sameInode(fi fs.FileInfo, id fileInstance) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && uint64(st.Dev) == id.dev && st.Ino == id.ino
 }

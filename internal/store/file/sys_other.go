@@ -2,10 +2,25 @@
 
 package file
 
-import "os"
+import (
+	"io/fs"
+	"os"
+)
 
 // exchange is not available here: the spare is renamed over the file.
 func exchange(a, b string) error { return errExchangeUnsupported }
 
 // fdatasync is fsync where there is no fdatasync.
 func fdatasync(f *os.File) error { return f.Sync() }
+
+// fileInstance names one file for good where birth times are known.
+type fileInstance struct{}
+
+// instanceOf reports no birth time here: callers take their slower path.
+func instanceOf(path string) (fileInstance, int64, bool, error) {
+	_, err := os.Lstat(path)
+	return fileInstance{}, 0, false, err
+}
+
+// sameInode is never known here.
+func sameInode(fs.FileInfo, fileInstance) bool { return false }
