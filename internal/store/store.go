@@ -167,6 +167,28 @@ type TaskBatch interface {
 	CreateAll(ctx context.Context, ts []Task) ([]Task, error)
 }
 
+// TaskSnapshot is a Tasks that hands out the board it keeps without
+// copying it, for readers that only look: an idle member choosing its
+// work, a wake deciding whom to wake. Each such read after a change copied
+// the whole board.
+type TaskSnapshot interface {
+	Tasks
+	// Snapshot returns what List returns, shared with every other caller:
+	// the caller must change nothing in it (the tasks, their lists, their
+	// metadata). A later change makes a new snapshot; one handed out
+	// never changes.
+	Snapshot(ctx context.Context) ([]Task, error)
+}
+
+// ListShared is ts's Snapshot where it has one, else its List: the board,
+// to be read and not changed.
+func ListShared(ctx context.Context, ts Tasks) ([]Task, error) {
+	if s, ok := ts.(TaskSnapshot); ok {
+		return s.Snapshot(ctx)
+	}
+	return ts.List(ctx)
+}
+
 // JournalBatch is a Journal that appends several events with one write:
 // all of them, in order, or none.
 type JournalBatch interface {

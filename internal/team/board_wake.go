@@ -98,7 +98,7 @@ func (bw *boardWaker) run(ctx context.Context, changed <-chan struct{}) {
 	defer close(bw.done)
 	var ws []*boardWaiter
 	for range changed {
-		tasks, err := bw.team.Tasks().List(ctx)
+		tasks, err := store.ListShared(ctx, bw.team.Tasks()) // only read
 		if ctx.Err() != nil {
 			return
 		}

@@ -117,7 +117,8 @@ func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, e
 		if read {
 			return board, nil
 		}
-		b, err := m.cfg.Team.Tasks().List(ctx)
+		// Read, never changed here: the store's own copy will do.
+		b, err := store.ListShared(ctx, m.cfg.Team.Tasks())
 		if err != nil {
 			return nil, err
 		}

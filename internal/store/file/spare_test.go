@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/troupe-dev/troupe/internal/store"
 )
 
@@ -359,5 +361,45 @@ func TestReplaceFilesIdentities(t *testing.T) {
 		if !sameVersion(fi, fis[i]) {
 			t.Errorf("%s: replaceFiles said %v %d %v, the path is %v %d %v", p, fis[i].Name(), fis[i].Size(), fis[i].ModTime(), fi.Name(), fi.Size(), fi.ModTime())
 		}
+	}
+}
+
+// TestSnapshotShared: Snapshot is List's board without the copy: the same
+// tasks, one backing array for two reads at one version, and a snapshot
+// handed out stays as it was after a change.
+func TestSnapshotShared(t *testing.T) {
+	tm, _ := spareTeam(t)
+	ctx := context.Background()
+	ts := tm.Tasks().(store.TaskSnapshot)
+	if _, err := ts.Create(ctx, store.Task{Subject: "two", Metadata: map[string]any{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := ts.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, err := ts.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := ts.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(list, s1); diff != "" {
+		t.Fatalf("Snapshot differs from List (-list +snapshot):\n%s", diff)
+	}
+	if len(s1) != 2 || &s1[0] != &s2[0] {
+		t.Fatalf("two snapshots at one version are not one board (%d tasks)", len(s1))
+	}
+	if _, err := ts.Claim(ctx, "1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	s3, err := ts.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s1[0].Owner != "" || s3[0].Owner != "alice" {
+		t.Errorf("after the claim: old snapshot owner %q, new %q; want \"\" and alice", s1[0].Owner, s3[0].Owner)
 	}
 }

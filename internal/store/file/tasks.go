@@ -607,31 +607,42 @@ func (b *tasks) getUnlocked(id string) (t store.Task, ok bool) {
 // List returns every task in id order. While the board's version is the
 // one of its last read, that read is handed out again; after a change,
 // only the tasks it changed are read again (see boardcache.go).
-func (b *tasks) List(ctx context.Context) ([]store.Task, error) {
+func (b *tasks) List(ctx context.Context) ([]store.Task, error) { return b.list(ctx, copyTasks) }
+
+var _ store.TaskSnapshot = (*tasks)(nil)
+
+// Snapshot is List without the copy: the cached board itself, which a
+// change replaces and never edits (patch clones it).
+func (b *tasks) Snapshot(ctx context.Context) ([]store.Task, error) {
+	return b.list(ctx, func(ts []store.Task) []store.Task { return ts })
+}
+
+// list reads the board and hands out the cached one through out.
+func (b *tasks) list(ctx context.Context, out func([]store.Task) []store.Task) ([]store.Task, error) {
 	if err := b.t.s.closedErr(); err != nil {
 		return nil, err
 	}
 	if c, ok := b.current(); ok {
-		return copyTasks(c.tasks), nil
+		return out(c.tasks), nil
 	}
-	var out []store.Task
+	var got []store.Task
 	err := b.view(ctx, func(x *tx) error {
 		if !x.locked {
 			all, err := x.all()
 			for i := range all {
 				all[i] = emptyLists(all[i])
 			}
-			out = all
+			got = all // read for this call alone
 			return err
 		}
 		all, err := b.board(x)
 		if err != nil {
 			return err
 		}
-		out = copyTasks(all)
+		got = out(all)
 		return nil
 	})
-	return out, err
+	return got, err
 }
 
 // Board returns the readable tasks and the corrupt ones, in id order.
