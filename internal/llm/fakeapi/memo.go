@@ -91,6 +91,10 @@ type listPart struct {
 	value  any
 	blocks []cacheBlock
 	agent  string // system: the agent it names
+	// tools: what checking the list found, which depends on nothing
+	// else in the request (its cache_control counted apart).
+	checked validator
+	err     error
 }
 
 // parsed is a request body decoded through the memo.
@@ -203,7 +207,9 @@ func (s *Server) listPart(key string, raw []byte) (*listPart, error) {
 		})
 	}
 	return remembered(&s.memo, &s.memo.tools, raw, func(v any) *listPart {
-		return &listPart{value: v, blocks: toolBlocks(v, canonicalOn)}
+		lp := &listPart{value: v, blocks: toolBlocks(v, canonicalOn)}
+		lp.err = lp.checked.tools(v)
+		return lp
 	})
 }
 

@@ -132,6 +132,21 @@ func TestMemoErrorsAsPlain(t *testing.T) {
 			readBoth(t, s, []byte(`{"model":"m","max_tokens":5,"messages":[`+msgs+`]}`))
 		}
 	}
+	// A tools list checked once counts its cache_control with the rest.
+	tool := func(name, cc string) string {
+		return `{"name":"` + name + `","input_schema":{"type":"object"}` + cc + `}`
+	}
+	on := `,"cache_control":{"type":"ephemeral"}`
+	for _, tools := range []string{
+		tool("a", on) + "," + tool("b", on), // with three in the messages: five in all
+		tool("a", `,"cache_control":{"type":"bogus"}`),
+		tool("a", "") + "," + tool("a", ""), // a name twice
+		tool("a b", ""),
+	} {
+		for range 2 {
+			readBoth(t, s, []byte(`{"model":"m","max_tokens":5,"tools":[`+tools+`],"messages":[{"role":"user","content":[`+cc(3)+`]}]}`))
+		}
+	}
 }
 
 // TestMemoSplitter: bodies the splitter cannot read plainly go the plain

@@ -105,7 +105,7 @@ func validateDecoded(raw any, decodeErr error, p *parsed) (*request, error) {
 	}
 	req.system = system
 
-	if err := v.tools(obj["tools"]); err != nil {
+	if err := v.toolsOf(p, obj["tools"]); err != nil {
 		return nil, err
 	}
 
@@ -187,6 +187,22 @@ func (v *validator) system(sys any) (string, error) {
 	default:
 		return "", errors.New("system: Input should be a valid string or a list of text blocks")
 	}
+}
+
+// toolsOf checks the tools list, or takes what the memo found when it
+// checked the same list.
+func (v *validator) toolsOf(p *parsed, tools any) error {
+	if p.tools == nil {
+		return v.tools(tools)
+	}
+	if p.tools.err != nil {
+		return p.tools.err
+	}
+	v.cacheControls += p.tools.checked.cacheControls
+	if v.cacheErr == nil {
+		v.cacheErr = p.tools.checked.cacheErr
+	}
+	return nil
 }
 
 func (v *validator) tools(tools any) error {
