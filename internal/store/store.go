@@ -189,6 +189,29 @@ func ListShared(ctx context.Context, ts Tasks) ([]Task, error) {
 	return ts.List(ctx)
 }
 
+// TranscriptsDeferred is a Transcripts that can take a line without
+// waiting for it to reach the disk: the line is in the transcript at once
+// (readers see it, and it survives the writer's process being killed), and
+// it is durable once a later Append to the same transcript returns, since
+// the transcript is durable as a prefix. A line lost to a crash of the
+// machine before that is one the next line's durability would have
+// required anyway: a caller defers only lines whose loss leaves a
+// transcript it can resume from (a tool's result, whose call is then
+// answered as interrupted), never a line something else waits on.
+type TranscriptsDeferred interface {
+	Transcripts
+	AppendDeferred(ctx context.Context, member string, line json.RawMessage) error
+}
+
+// AppendTranscriptDeferred appends line to member's transcript in tr,
+// deferred where tr can defer it, else durably.
+func AppendTranscriptDeferred(ctx context.Context, tr Transcripts, member string, line json.RawMessage) error {
+	if d, ok := tr.(TranscriptsDeferred); ok {
+		return d.AppendDeferred(ctx, member, line)
+	}
+	return tr.Append(ctx, member, line)
+}
+
 // JournalBatch is a Journal that appends several events with one write:
 // all of them, in order, or none.
 type JournalBatch interface {

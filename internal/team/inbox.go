@@ -249,6 +249,14 @@ func (in *inbox) deliver(ctx context.Context, t store.Team, at string) []store.M
 // it and every line before it are durable: no tool acts on a conversation
 // a crash could lose. Its acks may still be under way: losing one only
 // hands its messages out again.
+//
+// A user message that hands out no inbox message (a tool's results, the
+// prompt of a claimed task) is written without its own fsync: the next
+// assistant message's fsync makes it durable with it. Until then a crash
+// of the machine can lose it, which leaves the transcript a crash of the
+// process could leave too (a call without its result is answered as
+// interrupted on resume, a prompt is given again by the board), and
+// nothing is acked or acted on meanwhile.
 func (in *inbox) record(t store.Team, m llm.Message) {
 	if t == nil {
 		in.mu.Lock()
@@ -265,10 +273,11 @@ func (in *inbox) record(t store.Team, m llm.Message) {
 		in.ackTeam, in.toAck, in.delivered = nil, "", nil
 		in.mu.Unlock()
 	}
+	deferred := m.Role == llm.RoleUser && len(delivered) == 0
 	if in.lanes == nil {
-		appendTranscript(t, in.name, m, delivered, in.em.log)
+		appendTranscript(t, in.name, m, delivered, deferred, in.em.log)
 	} else {
-		in.lanes.lines.do(func() { appendTranscript(t, in.name, m, delivered, in.em.log) })
+		in.lanes.lines.do(func() { appendTranscript(t, in.name, m, delivered, deferred, in.em.log) })
 	}
 	if at != nil && id != "" {
 		in.ackAfter(at, id)
@@ -287,7 +296,7 @@ func (in *inbox) flushPre(t store.Team) {
 	in.mu.Unlock()
 	markSpawn(t, in.name)
 	for _, m := range pre {
-		appendTranscript(t, in.name, m, nil, in.em.log)
+		appendTranscript(t, in.name, m, nil, false, in.em.log)
 	}
 }
 
@@ -317,10 +326,16 @@ func ids(msgs []store.Message) []string {
 	return out
 }
 
-func appendTranscript(t store.Team, name string, msg llm.Message, delivered []string, log *slog.Logger) {
+// appendTranscript writes msg to name's transcript; deferred, without
+// waiting for its fsync (see record).
+func appendTranscript(t store.Team, name string, msg llm.Message, delivered []string, deferred bool, log *slog.Logger) {
 	line, err := json.Marshal(transcriptLine{TS: time.Now().UTC(), Message: msg, Delivered: delivered})
 	if err == nil {
-		err = t.Transcripts().Append(context.Background(), name, line)
+		if deferred {
+			err = store.AppendTranscriptDeferred(context.Background(), t.Transcripts(), name, line)
+		} else {
+			err = t.Transcripts().Append(context.Background(), name, line)
+		}
 	}
 	if err != nil && log != nil {
 		log.Warn("transcript", "member", name, "err", err)

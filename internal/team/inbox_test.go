@@ -2,7 +2,9 @@ package team
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -142,5 +144,78 @@ func TestProtocolBindsOnlyLeadOrHuman(t *testing.T) {
 	lead.answered("plan-alice-2")
 	if _, ok := lead.request("plan-alice-2"); ok {
 		t.Error("an answered request is still pending")
+	}
+}
+
+// deferTeam records, line by line, whether its transcripts were asked to
+// defer the fsync.
+type deferTeam struct {
+	store.Team
+	tr *deferTranscripts
+}
+
+func (t deferTeam) Transcripts() store.Transcripts { return t.tr }
+
+type deferTranscripts struct {
+	store.Transcripts
+	mu    sync.Mutex
+	lines []string // "deferred role" or "durable role"
+}
+
+func (d *deferTranscripts) note(how string, line json.RawMessage) {
+	var l struct{ Role string }
+	_ = json.Unmarshal(line, &l)
+	d.mu.Lock()
+	d.lines = append(d.lines, how+" "+l.Role)
+	d.mu.Unlock()
+}
+
+func (d *deferTranscripts) Append(ctx context.Context, member string, line json.RawMessage) error {
+	d.note("durable", line)
+	return d.Transcripts.Append(ctx, member, line)
+}
+
+func (d *deferTranscripts) AppendDeferred(ctx context.Context, member string, line json.RawMessage) error {
+	d.note("deferred", line)
+	return store.AppendTranscriptDeferred(ctx, d.Transcripts, member, line)
+}
+
+// TestRecordDefersOnlyWhatNothingWaitsOn: a tool's results, which hand out
+// no inbox message, are written without their own fsync; a user message
+// that hands out messages (acked once it is durable) and every assistant
+// message (tools act on it) are durable before the record returns, for an
+// inbox that writes behind as for one that does not.
+func TestRecordDefersOnlyWhatNothingWaitsOn(t *testing.T) {
+	t.Parallel()
+	for _, behind := range []bool{false, true} {
+		base := testTeam(t)
+		tr := &deferTranscripts{Transcripts: base.Transcripts()}
+		tm := deferTeam{Team: base, tr: tr}
+		em := emitter{agent: "alice", log: slog.New(slog.DiscardHandler)}
+		in := newInbox("alice", em, nil)
+		if behind {
+			in.writeBehind()
+		}
+		ctx := context.Background()
+		send(t, tm, store.LeadName, "alice", "hello")
+		if err := in.fetch(ctx, tm, nil); err != nil {
+			t.Fatal(err)
+		}
+		in.deliver(ctx, tm, AtIdle)
+		in.record(tm, llm.Message{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("hello")}})
+		in.record(tm, llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockToolUse, ID: "t1", Name: "Bash", Input: json.RawMessage(`{}`)}}})
+		in.record(tm, llm.Message{Role: llm.RoleUser, Content: []llm.Block{llm.ToolResultBlock("t1", "ok", false)}})
+		in.record(tm, llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{llm.TextBlock("done")}})
+		in.settle()
+		want := []string{"durable user", "durable assistant", "deferred user", "durable assistant"}
+		tr.mu.Lock()
+		got := tr.lines
+		tr.mu.Unlock()
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("write behind %v: lines (-want +got):\n%s", behind, diff)
+		}
+		if unread, _ := tm.Mailbox().Peek(ctx, "alice"); len(unread) != 0 {
+			t.Errorf("write behind %v: %q unacked after its line", behind, contents(unread))
+		}
 	}
 }

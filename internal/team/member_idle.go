@@ -1,12 +1,12 @@
 package team
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/llm"
@@ -241,15 +241,18 @@ func (m *Member) claim(ctx context.Context, list func() ([]store.Task, error)) (
 		return nil, err
 	}
 	me := store.Member{Name: m.name, Role: m.me.Role}
-	var cands []store.Task
-	for _, t := range tasks {
-		if t.Claimable() == nil && roleFits(t, me) && !handedBackBy(t, m.name) {
-			cands = append(cands, t)
+	// The candidates by their place on the board, not copies: a member
+	// looks at the board after every change, and most of it is claimable
+	// early in a run.
+	var cands []int
+	for i := range tasks {
+		if t := &tasks[i]; t.Claimable() == nil && roleFits(*t, me) && !handedBackBy(*t, m.name) {
+			cands = append(cands, i)
 		}
 	}
-	sort.Slice(cands, func(i, j int) bool { return store.TaskNum(cands[i].ID) < store.TaskNum(cands[j].ID) })
+	slices.SortFunc(cands, func(a, b int) int { return cmp.Compare(store.TaskNum(tasks[a].ID), store.TaskNum(tasks[b].ID)) })
 	for next := 0; len(cands) > 0; {
-		t := cands[next]
+		t := tasks[cands[next]]
 		cands = slices.Delete(cands, next, next+1)
 		// After a task was taken under its hand, the member tries one of
 		// the next few rather than the next: members woken by the same

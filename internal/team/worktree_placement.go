@@ -255,13 +255,14 @@ func (b *binding) queueOnComplete(ctx context.Context, t store.Team, id string) 
 	if owner == "" && !b.lead {
 		owner = b.self
 	}
-	r, err := t.ReadRoster(ctx)
+	// One member's entry, not the whole roster copied: this runs at every
+	// completion.
+	m, ok, err := t.ReadMember(ctx, owner)
 	if err != nil {
 		return "", ""
 	}
-	m, ok := r.Member(owner)
 	if ok && m.Placement == PlacementRemote {
-		return b.pushOnComplete(ctx, t, task, *m)
+		return b.pushOnComplete(ctx, t, task, m)
 	}
 	if !ok || m.Worktree == "" {
 		return "", ""
@@ -278,7 +279,7 @@ func (b *binding) queueOnComplete(ctx context.Context, t store.Team, id string) 
 	if refused != "" {
 		return "", refused
 	}
-	branch := memberBranch(t, *m)
+	branch := memberBranch(t, m)
 	rec := MergeRecord{Owner: m.Name, Branch: branch, At: time.Now().UTC()}
 	commit, err := repo.Commit(ctx, m.Worktree, subject+"\n\nTroupe-Task: "+id)
 	if err != nil {

@@ -229,6 +229,12 @@ func appendLine(path string, line []byte, check func(size int64) error) error {
 // out and gets its error in errs. err is the failure of the whole write
 // (every line not refused shares it).
 func appendLines(path string, lines [][]byte, checks []func(size int64) error) (errs []error, err error) {
+	return appendLinesSync(path, lines, checks, true)
+}
+
+// appendLinesSync is appendLines, with the fsync left out when sync is
+// false (a new file's directory entry is still made durable).
+func appendLinesSync(path string, lines [][]byte, checks []func(size int64) error, sync bool) (errs []error, err error) {
 	f, err := openFile(path, os.O_RDWR|os.O_APPEND, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		if f, err = openFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
@@ -281,11 +287,18 @@ func appendLines(path string, lines [][]byte, checks []func(size int64) error) (
 	if _, err := appendWrite(f, buf); err != nil {
 		return nil, errors.Join(err, truncateBack(f, size))
 	}
-	if err := f.Sync(); err != nil {
+	if !sync {
+		return errs, nil
+	}
+	if err := syncAppended(f); err != nil {
 		return nil, errors.Join(err, truncateBack(f, size))
 	}
 	return errs, nil
 }
+
+// syncAppended fsyncs a file appended to; a seam for tests that count
+// fsyncs.
+var syncAppended = func(f *os.File) error { return f.Sync() }
 
 // appendWrite writes an appended line; a seam for tests that inject a
 // failed or short write.

@@ -3,6 +3,7 @@ package file
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // batcher is a group commit: a request that finds a batch being
@@ -44,33 +45,72 @@ func (g *batcher[R]) submit(r R, commit func(batch []R)) {
 // append writes are appended with one write and one fsync under the
 // file's lock. Each Append still returns only once its own line is
 // fsynced, in the order the appends queued; N appends arriving together
-// cost one fsync instead of N, one after another.
+// cost one fsync instead of N, one after another. A deferred line
+// (sync false) is written without one: a batch of deferred lines only is
+// not fsynced, and the next fsync of the file makes it durable.
 type pendingLine struct {
 	line []byte
+	sync bool
 	done chan error
 }
 
+// appendGroup is one file's group commit, and whether lines written
+// without an fsync are still waiting for one (Store.Close gives it).
+type appendGroup struct {
+	batcher[*pendingLine]
+	unsynced atomic.Bool
+}
+
 // appendGrouped appends line to path under lockPath, with the lines of
-// other appends queued at the same time (g is path's group commit).
-func appendGrouped(ctx context.Context, g *batcher[*pendingLine], ls *locks, lockPath, path string, line []byte) error {
-	p := &pendingLine{line: line, done: make(chan error, 1)}
+// other appends queued at the same time (g is path's group commit); with
+// sync false the line is not fsynced (see pendingLine).
+func appendGrouped(ctx context.Context, g *appendGroup, ls *locks, lockPath, path string, line []byte, sync bool) error {
+	p := &pendingLine{line: line, sync: sync, done: make(chan error, 1)}
 	g.submit(p, func(batch []*pendingLine) {
 		var buf []byte
+		doSync := false
 		if len(batch) == 1 {
-			buf = batch[0].line
+			buf, doSync = batch[0].line, batch[0].sync
 		} else {
 			for _, q := range batch {
 				buf = append(buf, q.line...)
+				doSync = doSync || q.sync
 			}
 		}
 		// The lock is waited for without ctx: the lines of other callers
 		// ride on this write.
-		err := ls.withLock(context.WithoutCancel(ctx), lockPath, func() error { return appendLine(path, buf, nil) })
+		err := ls.withLock(context.WithoutCancel(ctx), lockPath, func() error {
+			_, err := appendLinesSync(path, [][]byte{buf}, nil, doSync)
+			return err
+		})
+		if err == nil {
+			g.unsynced.Store(!doSync)
+		}
 		for _, q := range batch {
 			q.done <- err
 		}
 	})
 	return <-p.done
+}
+
+// syncUnsynced fsyncs every file of s.appends holding deferred lines.
+// Deferred lines are only written to files that are their own lock
+// (transcripts). An empty line through the group commit orders the fsync
+// after any write still under way.
+func (s *Store) syncUnsynced() {
+	s.appends.mu.Lock()
+	var paths []string
+	for path, g := range s.appends.m {
+		if g.unsynced.Load() {
+			paths = append(paths, path)
+		}
+	}
+	s.appends.mu.Unlock()
+	for _, path := range paths {
+		if err := appendGrouped(context.Background(), s.appends.get(path), &s.locks, path, path, nil, true); err != nil {
+			s.opts.Logger.Warn("fsync deferred lines", "path", path, "err", err)
+		}
+	}
 }
 
 // perKey hands out one *T per key, made on first use: one group commit per

@@ -158,6 +158,14 @@ func (tr transcripts) Append(ctx context.Context, member string, line json.RawMe
 	return tr.t.AppendTranscript(ctx, member, line)
 }
 
+var _ store.TranscriptsDeferred = transcripts{}
+
+// AppendDeferred appends line without waiting for an fsync: the next
+// Append to member's transcript (or the store's Close) makes it durable.
+func (tr transcripts) AppendDeferred(ctx context.Context, member string, line json.RawMessage) error {
+	return tr.t.appendTranscript(ctx, member, line, false)
+}
+
 func (tr transcripts) Read(ctx context.Context, member string) ([]json.RawMessage, error) {
 	return tr.t.ReadTranscript(ctx, member)
 }
@@ -165,6 +173,10 @@ func (tr transcripts) Read(ctx context.Context, member string) ([]json.RawMessag
 // AppendTranscript appends one JSON value as a line of member's transcript
 // (transcripts/<member>.jsonl).
 func (t *Team) AppendTranscript(ctx context.Context, member string, line json.RawMessage) error {
+	return t.appendTranscript(ctx, member, line, true)
+}
+
+func (t *Team) appendTranscript(ctx context.Context, member string, line json.RawMessage, sync bool) error {
 	name, err := store.NormalizeName(member)
 	if err != nil {
 		return fmt.Errorf("append transcript: %w", err)
@@ -186,7 +198,7 @@ func (t *Team) AppendTranscript(ctx context.Context, member string, line json.Ra
 	// A transcript is only ever appended to, never replaced: it is its own
 	// lock file.
 	path := t.path("transcripts", name+".jsonl")
-	return t.appendLocked(ctx, path, path, append(compact, '\n'))
+	return t.appendLockedSync(ctx, path, path, append(compact, '\n'), sync)
 }
 
 // ReadTranscript returns the lines of member's transcript.
@@ -209,6 +221,11 @@ func (t *Team) ReadTranscript(ctx context.Context, member string) ([]json.RawMes
 }
 
 func (t *Team) appendLocked(ctx context.Context, lockPath, path string, line []byte) error {
+	return t.appendLockedSync(ctx, lockPath, path, line, true)
+}
+
+// appendLockedSync is appendLocked, without the fsync when sync is false.
+func (t *Team) appendLockedSync(ctx context.Context, lockPath, path string, line []byte, sync bool) error {
 	if err := t.s.closedErr(); err != nil {
 		return err
 	}
@@ -218,7 +235,7 @@ func (t *Team) appendLocked(ctx context.Context, lockPath, path string, line []b
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := appendGrouped(ctx, t.s.appends.get(path), &t.s.locks, lockPath, path, line)
+	err := appendGrouped(ctx, t.s.appends.get(path), &t.s.locks, lockPath, path, line, sync)
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}

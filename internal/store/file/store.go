@@ -79,7 +79,7 @@ type Store struct {
 	opts     Options
 
 	locks         locks
-	appends       perKey[batcher[*pendingLine]] // group commits of the journal and transcripts
+	appends       perKey[appendGroup]           // group commits of the journal and transcripts
 	batches       perKey[batcher[*boardReq]]    // group commits of the boards
 	rosterBatches perKey[batcher[*rosterReq]]   // group commits of the rosters
 	sends         perKey[batcher[*pendingSend]] // group commits of the inboxes
@@ -162,6 +162,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.spares.Wait()
+	s.syncUnsynced()
 	// Roster logs waiting to be folded are folded now, so that config.json
 	// is the whole roster once no process of the team runs.
 	s.compactAll()

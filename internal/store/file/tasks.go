@@ -46,6 +46,12 @@ type tx struct {
 	// commit, not yet in their files (nil outside one).
 	staged map[string]*store.Task
 	hwm    string // the id NextID gave out last (this transaction's next one is past it)
+	// onDisk is the highest id of the task files and the high-water mark,
+	// read at the transaction's first NextID: under the board lock no
+	// other writer changes them, and a batch of creations read the
+	// directory once per task.
+	onDisk     uint64
+	onDiskRead bool
 }
 
 // do runs fn under the board lock and commits what it changed, in a group
@@ -350,10 +356,14 @@ func (x *tx) IDs() ([]string, error) {
 // transaction, the group commit it is in or an unfinished intent adds. It
 // needs the highest id alone: the names are not sorted (IDs sorts them).
 func (x *tx) NextID() (string, error) {
-	next, err := x.b.highestID()
-	if err != nil {
-		return "", err
+	if !x.onDiskRead || !x.locked {
+		hi, err := x.b.highestID()
+		if err != nil {
+			return "", err
+		}
+		x.onDisk, x.onDiskRead = max(hi, x.b.highWater()), true
 	}
+	next := x.onDisk
 	for _, id := range x.extra {
 		next = max(next, store.TaskNum(id))
 	}
@@ -365,7 +375,7 @@ func (x *tx) NextID() (string, error) {
 			next = max(next, store.TaskNum(id))
 		}
 	}
-	next = max(next, x.b.highWater(), store.TaskNum(x.hwm)) + 1
+	next = max(next, store.TaskNum(x.hwm)) + 1
 	x.hwm = strconv.FormatUint(next, 10)
 	return x.hwm, nil
 }
