@@ -278,7 +278,14 @@ type leadWaker struct {
 	// stallMark is the team's progress when the lead was last given a
 	// stalled team to fix; -1 when it was not.
 	stallMark int
+	// reapedAt is when poll last looked for dead members.
+	reapedAt time.Time
 }
+
+// reapEvery is how often, at most, the lead's wake looks for members whose
+// heartbeat lapsed: a lease is 30 s, and a busy team wakes the lead at
+// every claim and change, each look a read of the whole roster.
+const reapEvery = time.Second
 
 func newLeadWaker(s *Session) *leadWaker { return &leadWaker{s: s, stallMark: -1} }
 
@@ -297,9 +304,12 @@ type wake struct {
 // poll looks at team t once and returns a wake when there is one.
 func (w *leadWaker) poll(ctx context.Context, t store.Team) (wake, bool, error) {
 	s := w.s
-	if notice, ok := s.sup.reapDead(ctx, t); ok {
-		in := append([]llm.Block{notice}, w.release(ctx, t)...)
-		return wake{input: in, why: "a teammate died"}, true, nil
+	if now := time.Now(); now.Sub(w.reapedAt) >= reapEvery {
+		w.reapedAt = now
+		if notice, ok := s.sup.reapDead(ctx, t); ok {
+			in := append([]llm.Block{notice}, w.release(ctx, t)...)
+			return wake{input: in, why: "a teammate died"}, true, nil
+		}
 	}
 	if err := s.fetchLead(ctx, t); err != nil {
 		return wake{}, false, err

@@ -92,8 +92,10 @@ type memberState struct {
 	// work since its last real work.
 	idleHookBlocks int
 	// announce tells the lead the member takes a task, before an idle
-	// claim (seed 004), as its TaskUpdate does (set once, at start).
-	announce func(context.Context, store.Task) error
+	// claim (seed 004), as its TaskUpdate does (set once, at start). It
+	// returns the message's journal event (nil: none sent), to be
+	// journaled with the claim.
+	announce func(context.Context, store.Task) (teamevent.Event, error)
 }
 
 // task is the task the member works on ("" when none).
@@ -143,7 +145,9 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		},
 		recordDecision(m.emit, m.name))
 	b := &binding{self: m.name, member: m, fixed: cfg.Team, proto: m.proto, em: m.emitter(), rules: cfg.Rules, who: m.who}
-	m.st.announce = func(ctx context.Context, t store.Task) error { return b.announceClaim(ctx, cfg.Team, t) }
+	m.st.announce = func(ctx context.Context, t store.Task) (teamevent.Event, error) {
+		return b.announceClaimLater(ctx, cfg.Team, t)
+	}
 	id := agent.Identity{Name: m.name, Role: m.me.Role, Team: r.Name}
 	instr := teammateInstructions(store.LeadName)
 	if p := teammatePersona(r, me.Name); p != "" {
@@ -218,6 +222,13 @@ func (m *Member) emitter() emitter {
 func (m *Member) emit(ctx context.Context, ev teamevent.Event) {
 	m.in.settle()
 	emit(ctx, m.cfg.Team, m.name, ev, m.cfg.OnEvent, m.cfg.Logger)
+}
+
+// emitAll journals evs in order as this member, in one append where the
+// journal takes several, after what it still writes behind.
+func (m *Member) emitAll(ctx context.Context, evs []teamevent.Event) {
+	m.in.settle()
+	emitAll(ctx, m.cfg.Team, m.name, evs, m.cfg.OnEvent, m.cfg.Logger)
 }
 
 // setStatus records a state change in the roster and the journal, after

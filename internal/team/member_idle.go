@@ -269,13 +269,19 @@ func (m *Member) claim(ctx context.Context, list func() ([]store.Task, error)) (
 			// and a notice sent before a claim that then loses would tell
 			// the lead of a task the member never takes (with 50 members,
 			// seven notices per task).
+			evs := make([]teamevent.Event, 0, 2)
 			if m.st.announce != nil {
-				if err := m.st.announce(ctx, got); err != nil {
+				sent, err := m.st.announce(ctx, got)
+				if err != nil {
 					m.release(ctx, got.ID)
 					return nil, fmt.Errorf("tell the lead before working on task #%s: %w", got.ID, err)
 				}
+				if sent != nil {
+					evs = append(evs, sent)
+				}
 			}
-			m.emit(ctx, teamevent.Claim{Task: got.ID, Owner: m.name, Subject: got.Subject})
+			// The notice's event and the claim's, in one append.
+			m.emitAll(ctx, append(evs, teamevent.Claim{Task: got.ID, Owner: m.name, Subject: got.Subject}))
 			return &got, nil
 		}
 		if errors.Is(err, store.ErrClaimed) || errors.Is(err, store.ErrNotPending) || errors.Is(err, store.ErrBlocked) || errors.Is(err, store.ErrTaskNotFound) {

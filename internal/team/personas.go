@@ -10,6 +10,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/pattern"
 	"github.com/troupe-dev/troupe/internal/persona"
 	"github.com/troupe-dev/troupe/internal/store"
+	"github.com/troupe-dev/troupe/internal/teamevent"
 )
 
 // formation is what TeamCreate decides from seed 004's rules: the pattern
@@ -392,13 +393,25 @@ func claimNotice(m store.Message) bool {
 // unless it already said so: the claim then never reaches the board before
 // the lead has heard of it.
 func (b *binding) announceClaim(ctx context.Context, t store.Team, task store.Task) error {
-	if b.lead || b.announced.has(task.ID) {
-		return nil
-	}
-	_, err := b.sendAsIn(ctx, t, store.Message{Type: store.TypeMessage, From: b.self, To: store.LeadName, TaskID: task.ID,
-		Content: fmt.Sprintf("I am taking task #%s (%s), which is in my area.", task.ID, task.Subject), Summary: claimNoticeSummary + task.ID})
-	if err == nil {
-		b.announced.note("#" + task.ID)
+	ev, err := b.announceClaimLater(ctx, t, task)
+	if ev != nil {
+		b.em.emit(ctx, t, ev)
 	}
 	return err
+}
+
+// announceClaimLater is announceClaim with the message's journal event
+// handed back instead of journaled (nil when nothing was sent): an idle
+// claim journals it with the claim that follows, in one append.
+func (b *binding) announceClaimLater(ctx context.Context, t store.Team, task store.Task) (teamevent.Event, error) {
+	if b.lead || b.announced.has(task.ID) {
+		return nil, nil
+	}
+	sent, err := t.Mailbox().Send(ctx, store.Message{Type: store.TypeMessage, From: b.self, To: store.LeadName, TaskID: task.ID,
+		Content: fmt.Sprintf("I am taking task #%s (%s), which is in my area.", task.ID, task.Subject), Summary: claimNoticeSummary + task.ID})
+	if err != nil {
+		return nil, err
+	}
+	b.announced.note("#" + task.ID)
+	return teamevent.Sent(sent), nil
 }
