@@ -250,6 +250,16 @@ func (m *Member) setStatusLater(ctx context.Context, status, why string) {
 func (m *Member) writeStatus(ctx context.Context, now time.Time, status, why string) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
+		// A wake between two tasks finds the roster already saying so,
+		// with this process's pid and a fresh heartbeat: nothing to write
+		// (the heartbeat has a loop of its own). The journal still tells
+		// why it woke.
+		if status != store.StatusShutdown {
+			me, ok, err := m.cfg.Team.ReadMember(context.WithoutCancel(ctx), m.name)
+			if err == nil && ok && me.Status == status && me.PID == os.Getpid() && now.Sub(me.HeartbeatAt) < HeartbeatEvery {
+				return
+			}
+		}
 		_, _, err := m.cfg.Team.UpdateMember(context.WithoutCancel(ctx), m.name, func(me *store.Member) error {
 			me.Status, me.HeartbeatAt, me.PID = status, now, os.Getpid()
 			return nil
