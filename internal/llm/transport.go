@@ -9,12 +9,20 @@ import "net/http"
 // 1052 model calls; against a real API each is a TLS handshake too).
 const IdleConnsPerHost = 256
 
+// WriteBufferSize is the buffer each connection writes requests through.
+// net/http's 4 KiB holds the headers and the start of a body; the rest of
+// a body (a conversation, tens of KiB) then went to the connection in a
+// copy of its own, through a buffer made for each request. 32 KiB carries
+// most requests' headers and body in one write.
+const WriteBufferSize = 32 << 10
+
 // TuneTransport makes t keep enough idle connections for a team's agents
 // calling one API at once. Call it before t carries any request (the
 // process's main does it for http.DefaultTransport, which the providers
 // use unless given a client).
 func TuneTransport(t *http.Transport) {
 	t.MaxIdleConnsPerHost = IdleConnsPerHost
+	t.WriteBufferSize = WriteBufferSize
 	if t.MaxIdleConns != 0 && t.MaxIdleConns < IdleConnsPerHost {
 		t.MaxIdleConns = IdleConnsPerHost
 	}

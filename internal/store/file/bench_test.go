@@ -50,3 +50,29 @@ func BenchmarkList(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCreateAll is a lead's batch of 500 TaskCreate calls: one
+// transaction making 500 task files.
+func BenchmarkCreateAll(b *testing.B) {
+	ctx := context.Background()
+	ts := make([]store.Task, 500)
+	for i := range ts {
+		ts[i] = store.Task{Subject: fmt.Sprintf("Task %d", i+1)}
+	}
+	s, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	n := 0
+	for b.Loop() {
+		n++
+		tm, err := s.CreateTeam(ctx, store.Roster{Name: fmt.Sprintf("bench%d", n)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got, err := tm.Tasks().(store.TaskBatch).CreateAll(ctx, ts); err != nil || len(got) != len(ts) {
+			b.Fatalf("CreateAll: %d tasks, %v", len(got), err)
+		}
+	}
+}
