@@ -96,6 +96,9 @@ type memberState struct {
 	// returns the message's journal event (nil: none sent), to be
 	// journaled with the claim.
 	announce func(context.Context, store.Task) (teamevent.Event, error)
+	// woke is the wake's status event when the claim journaled it with
+	// itself; the wake then writes only the roster.
+	woke *teamevent.Status
 }
 
 // task is the task the member works on ("" when none).
@@ -249,27 +252,29 @@ func (m *Member) setStatusLater(ctx context.Context, status, why string) {
 
 func (m *Member) writeStatus(ctx context.Context, now time.Time, status, why string) {
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		// A wake between two tasks finds the roster already saying so,
-		// with this process's pid and a fresh heartbeat: nothing to write
-		// (the heartbeat has a loop of its own). The journal still tells
-		// why it woke.
-		if status != store.StatusShutdown {
-			me, ok, err := m.cfg.Team.ReadMember(context.WithoutCancel(ctx), m.name)
-			if err == nil && ok && me.Status == status && me.PID == os.Getpid() && now.Sub(me.HeartbeatAt) < HeartbeatEvery {
-				return
-			}
-		}
-		_, _, err := m.cfg.Team.UpdateMember(context.WithoutCancel(ctx), m.name, func(me *store.Member) error {
-			me.Status, me.HeartbeatAt, me.PID = status, now, os.Getpid()
-			return nil
-		})
-		if err != nil {
-			m.cfg.Logger.Warn("roster update", "member", m.name, "err", err)
-		}
-	})
+	wg.Go(func() { m.writeRosterStatus(ctx, now, status) })
 	emit(ctx, m.cfg.Team, m.name, teamevent.Status{Member: m.name, Status: status, Why: why}, m.cfg.OnEvent, m.cfg.Logger)
 	wg.Wait()
+}
+
+// writeRosterStatus is writeStatus's roster side. A wake between two
+// tasks finds the roster already saying so, with this process's pid and a
+// fresh heartbeat: nothing to write (the heartbeat has a loop of its own;
+// the journal still tells why it woke).
+func (m *Member) writeRosterStatus(ctx context.Context, now time.Time, status string) {
+	if status != store.StatusShutdown {
+		me, ok, err := m.cfg.Team.ReadMember(context.WithoutCancel(ctx), m.name)
+		if err == nil && ok && me.Status == status && me.PID == os.Getpid() && now.Sub(me.HeartbeatAt) < HeartbeatEvery {
+			return
+		}
+	}
+	_, _, err := m.cfg.Team.UpdateMember(context.WithoutCancel(ctx), m.name, func(me *store.Member) error {
+		me.Status, me.HeartbeatAt, me.PID = status, now, os.Getpid()
+		return nil
+	})
+	if err != nil {
+		m.cfg.Logger.Warn("roster update", "member", m.name, "err", err)
+	}
 }
 
 // Run is the member's life: work on what woke it, go idle, wait for the
@@ -303,7 +308,16 @@ func (m *Member) Run(ctx context.Context) (err error) {
 			return err
 		}
 		// The model request goes out while the status is written.
-		m.setStatusLater(ctx, store.StatusWorking, why)
+		m.st.mu.Lock()
+		journaled := m.st.woke != nil && m.st.woke.Why == why
+		m.st.woke = nil
+		m.st.mu.Unlock()
+		if journaled {
+			now := time.Now().UTC()
+			m.in.observe(func() { m.writeRosterStatus(ctx, now, store.StatusWorking) })
+		} else {
+			m.setStatusLater(ctx, store.StatusWorking, why)
+		}
 		runCtx, cancel := context.WithCancel(ctx)
 		m.st.mu.Lock()
 		m.st.stopRun = cancel

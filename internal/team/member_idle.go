@@ -207,7 +207,7 @@ func (m *Member) nextWork(ctx context.Context) (input []llm.Block, why string, e
 		m.st.idleHookBlocks = 0
 		m.st.currentTask = t.ID
 		m.st.mu.Unlock()
-		return []llm.Block{llm.TextBlock(taskText(*t, "You claimed"))}, "claimed task #" + t.ID, false, nil
+		return []llm.Block{llm.TextBlock(taskText(*t, "You claimed"))}, claimedWhy(t.ID), false, nil
 	}
 	return nil, "", false, nil
 }
@@ -280,8 +280,13 @@ func (m *Member) claim(ctx context.Context, list func() ([]store.Task, error)) (
 					evs = append(evs, sent)
 				}
 			}
-			// The notice's event and the claim's, in one append.
-			m.emitAll(ctx, append(evs, teamevent.Claim{Task: got.ID, Owner: m.name, Subject: got.Subject}))
+			// The notice's event, the claim's and the wake's status
+			// (nextWork's why), in one append.
+			woke := teamevent.Status{Member: m.name, Status: store.StatusWorking, Why: claimedWhy(got.ID)}
+			m.emitAll(ctx, append(evs, teamevent.Claim{Task: got.ID, Owner: m.name, Subject: got.Subject}, woke))
+			m.st.mu.Lock()
+			m.st.woke = &woke
+			m.st.mu.Unlock()
 			return &got, nil
 		}
 		if errors.Is(err, store.ErrClaimed) || errors.Is(err, store.ErrNotPending) || errors.Is(err, store.ErrBlocked) || errors.Is(err, store.ErrTaskNotFound) {
@@ -291,6 +296,9 @@ func (m *Member) claim(ctx context.Context, list func() ([]store.Task, error)) (
 	}
 	return nil, nil
 }
+
+// claimedWhy is the reason of a wake that claimed task id.
+func claimedWhy(id string) string { return "claimed task #" + id }
 
 // claimSpread is how many of the next claimable tasks a member picks from
 // once another member took the one it went for.
