@@ -236,33 +236,37 @@ func (m *Member) emitAll(ctx context.Context, evs []teamevent.Event) {
 
 // setStatus records a state change in the roster and the journal, after
 // what the member still writes behind; both are durable when it returns.
+// The roster is written even when it already says status: the first word
+// of a life, an idle or a shutdown also carry the pid and the heartbeat.
 func (m *Member) setStatus(ctx context.Context, status, why string) {
-	m.setStatusLater(ctx, status, why)
+	now := time.Now().UTC()
+	m.in.observe(func() { m.writeStatus(ctx, now, status, why, false) })
 	m.in.settle()
 }
 
-// setStatusLater records a state change in the roster and the journal
-// behind the member's path (the status is an observation: a wake does not
-// wait for it). The two are independent files: they are written at once,
-// one fsync instead of two in a row.
-func (m *Member) setStatusLater(ctx context.Context, status, why string) {
+// setStatusLater records a wake's state change in the roster and the
+// journal behind the member's path (the status is an observation: a wake
+// does not wait for it). The two are independent files: they are written
+// at once, one fsync instead of two in a row. With keep, a roster that
+// already says status is left as it is (writeRosterStatus).
+func (m *Member) setStatusLater(ctx context.Context, status, why string, keep bool) {
 	now := time.Now().UTC()
-	m.in.observe(func() { m.writeStatus(ctx, now, status, why) })
+	m.in.observe(func() { m.writeStatus(ctx, now, status, why, keep) })
 }
 
-func (m *Member) writeStatus(ctx context.Context, now time.Time, status, why string) {
+func (m *Member) writeStatus(ctx context.Context, now time.Time, status, why string, keep bool) {
 	var wg sync.WaitGroup
-	wg.Go(func() { m.writeRosterStatus(ctx, now, status) })
+	wg.Go(func() { m.writeRosterStatus(ctx, now, status, keep) })
 	emit(ctx, m.cfg.Team, m.name, teamevent.Status{Member: m.name, Status: status, Why: why}, m.cfg.OnEvent, m.cfg.Logger)
 	wg.Wait()
 }
 
-// writeRosterStatus is writeStatus's roster side. A wake between two
-// tasks finds the roster already saying so, with this process's pid and a
-// fresh heartbeat: nothing to write (the heartbeat has a loop of its own;
-// the journal still tells why it woke).
-func (m *Member) writeRosterStatus(ctx context.Context, now time.Time, status string) {
-	if status != store.StatusShutdown {
+// writeRosterStatus is writeStatus's roster side. With keep (a wake
+// between two tasks) a roster already saying status, with this process's
+// pid and a fresh heartbeat, is not written (the heartbeat has a loop of
+// its own; the journal still tells why it woke).
+func (m *Member) writeRosterStatus(ctx context.Context, now time.Time, status string, keep bool) {
+	if keep {
 		me, ok, err := m.cfg.Team.ReadMember(context.WithoutCancel(ctx), m.name)
 		if err == nil && ok && me.Status == status && me.PID == os.Getpid() && now.Sub(me.HeartbeatAt) < HeartbeatEvery {
 			return
@@ -302,21 +306,26 @@ func (m *Member) Run(ctx context.Context) (err error) {
 	// does next. Only a wake's status goes behind the model request.
 	m.setStatus(ctx, store.StatusWorking, "")
 	m.st.goIdle = "available"
-	for {
+	for wakes := 0; ; wakes++ {
 		input, why, err := m.idle(ctx)
 		if err != nil || input == nil {
 			return err
 		}
-		// The model request goes out while the status is written.
+		// The model request goes out while the status is written. The
+		// first wake of a life writes the roster whatever it says: its
+		// heartbeat then reaches the store's own record of heartbeats
+		// (the file store's beats/ file, made once), which the heartbeat
+		// loop would otherwise make later, all members' at once.
+		keep := wakes > 0
 		m.st.mu.Lock()
 		journaled := m.st.woke != nil && m.st.woke.Why == why
 		m.st.woke = nil
 		m.st.mu.Unlock()
 		if journaled {
 			now := time.Now().UTC()
-			m.in.observe(func() { m.writeRosterStatus(ctx, now, store.StatusWorking) })
+			m.in.observe(func() { m.writeRosterStatus(ctx, now, store.StatusWorking, keep) })
 		} else {
-			m.setStatusLater(ctx, store.StatusWorking, why)
+			m.setStatusLater(ctx, store.StatusWorking, why, keep)
 		}
 		runCtx, cancel := context.WithCancel(ctx)
 		m.st.mu.Lock()

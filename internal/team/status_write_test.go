@@ -3,6 +3,8 @@ package team_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -126,6 +128,13 @@ func TestWakeBetweenTasksWritesNoRoster(t *testing.T) {
 	appends.mu.Unlock()
 	if claims != tasks {
 		t.Errorf("%d appends with a claim of w1, want %d", claims, tasks)
+	}
+	// The first wake of the life still wrote its heartbeat, so the file
+	// store made w1's heartbeat file then: left to the heartbeat loop, the
+	// files of every member were made at once later, a burst of CPU in an
+	// idle team (bench team's idle window).
+	if _, err := os.Stat(filepath.Join(f.state, "teams", "board", "beats", "w1")); err != nil {
+		t.Errorf("w1's heartbeat file after its wakes: %v", err)
 	}
 	// Its first word, going idle at the end, and shutting down: a few, not
 	// one per wake.
