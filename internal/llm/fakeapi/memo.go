@@ -426,11 +426,12 @@ func skipString(data []byte, i int) (int, bool) {
 }
 
 // plainString is the value of a quoted string with no escapes and only
-// ASCII in it; anything else is left to decode.
+// printable ASCII in it; anything else is left to decode (a control
+// character makes the string, and the body, invalid JSON).
 func plainString(q []byte) (string, bool) {
 	s := q[1 : len(q)-1]
 	for _, c := range s {
-		if c == '\\' || c >= 0x80 {
+		if c == '\\' || c >= 0x80 || c < 0x20 {
 			return "", false
 		}
 	}
