@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 
@@ -217,5 +218,31 @@ func TestRecordDefersOnlyWhatNothingWaitsOn(t *testing.T) {
 		if unread, _ := tm.Mailbox().Peek(ctx, "alice"); len(unread) != 0 {
 			t.Errorf("write behind %v: %q unacked after its line", behind, contents(unread))
 		}
+	}
+}
+
+// TestTeamDeleteAsksOnce: TeamDelete asks a member to shut down unless the
+// lead asked it already and no refusal of that request waits in the lead's
+// inbox.
+func TestTeamDeleteAsksOnce(t *testing.T) {
+	t.Parallel()
+	p := newProtocol()
+	p.sentShutdown("shutdown-team-lead-1", "asked")
+	p.sentShutdown("shutdown-team-lead-2", "refused")
+	p.sentShutdown("shutdown-team-lead-3", "approved")
+	no, yes := false, true
+	waiting := []store.Message{
+		{Type: store.TypeShutdownResponse, From: "refused", RequestID: "shutdown-team-lead-2", Approve: &no},
+		{Type: store.TypeShutdownResponse, From: "approved", RequestID: "shutdown-team-lead-3", Approve: &yes},
+		{Type: store.TypeMessage, From: "other", Content: "hello"},
+	}
+	got := toAskShutdown([]string{"asked", "refused", "approved", "other"}, p, waiting)
+	if diff := cmp.Diff([]string{"refused", "other"}, got); diff != "" {
+		t.Errorf("asked to shut down (-want +got):\n%s", diff)
+	}
+	// Answered and seen by the lead: asked again if still live.
+	p.toLead(store.Message{Type: store.TypeShutdownResponse, RequestID: "shutdown-team-lead-1"}, nil)
+	if got := toAskShutdown([]string{"asked"}, p, nil); !slices.Equal(got, []string{"asked"}) {
+		t.Errorf("a member whose answer the lead saw: asked = %v", got)
 	}
 }

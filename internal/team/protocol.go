@@ -98,6 +98,20 @@ func (p *protocol) sentShutdown(id, member string) {
 	p.mu.Unlock()
 }
 
+// shutdownAsked returns the lead's shutdown requests to member that it
+// has not seen answered.
+func (p *protocol) shutdownAsked(member string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ids []string
+	for id, name := range p.awaiting {
+		if name == member {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // forgetShutdowns drops the shutdown requests of a team that is gone.
 func (p *protocol) forgetShutdowns() {
 	p.mu.Lock()

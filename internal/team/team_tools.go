@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/troupe-dev/troupe/internal/hook"
@@ -160,7 +161,8 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 	if len(working) > 0 && !force {
 		return "", fmt.Errorf("teammates still working: %s; wait for them, ask them to shut down, or use force", strings.Join(working, ", "))
 	}
-	for _, name := range live {
+	waiting, _ := t.Mailbox().Peek(ctx, store.LeadName)
+	for _, name := range toAskShutdown(live, s.proto, waiting) {
 		if _, err := s.sendAs(ctx, t, store.Message{Type: store.TypeShutdownRequest, From: store.LeadName, To: name,
 			RequestID: s.proto.next(ctx, t, store.LeadName, "shutdown"), Content: "The team is being deleted."}); err != nil {
 			return "", err
@@ -242,6 +244,28 @@ func (s *Session) deleteTeam(ctx context.Context, force bool) (string, error) {
 	s.proto.forgetShutdowns()
 	s.hookTeam("", "")
 	return fmt.Sprintf("Team %s deleted; %d teammates shut down.%s%s", t.Name(), len(live), kept, trees), nil
+}
+
+// toAskShutdown is who of live TeamDelete asks to shut down: a member the
+// lead asked already, whose answer is not a refusal waiting in the lead's
+// inbox (waiting), is on its way out, and a second request would only be a
+// second message for it to answer.
+func toAskShutdown(live []string, p *protocol, waiting []store.Message) []string {
+	refused := map[string]bool{}
+	for _, m := range waiting {
+		if m.Type == store.TypeShutdownResponse && (m.Approve == nil || !*m.Approve) {
+			refused[m.RequestID] = true
+		}
+	}
+	var out []string
+	for _, name := range live {
+		asked := p.shutdownAsked(name)
+		if len(asked) > 0 && !slices.ContainsFunc(asked, func(id string) bool { return refused[id] }) {
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
 }
 
 func (s *Session) notShutdown(ctx context.Context, t store.Team) ([]string, error) {
