@@ -78,6 +78,21 @@ func TestDeferredTranscriptLines(t *testing.T) {
 		t.Fatalf("transcript reads %s", got)
 	}
 
+	// An archived team's transcripts are made durable before they move.
+	t2, err := s.CreateTeam(t.Context(), store.Roster{Name: "t2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.AppendTranscriptDeferred(t.Context(), t2.Transcripts(), "carol", json.RawMessage(`{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ArchiveTeam(t.Context(), "t2"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count("carol.jsonl"); n != 1 {
+		t.Errorf("archiving gave carol's deferred line %d fsyncs, want 1", n)
+	}
+
 	// bob ends on a deferred line; alice on a durable one.
 	if err := store.AppendTranscriptDeferred(t.Context(), tr, "bob", json.RawMessage(`{"n":1}`)); err != nil {
 		t.Fatal(err)
@@ -90,6 +105,9 @@ func TestDeferredTranscriptLines(t *testing.T) {
 	}
 	if n := count("alice.jsonl"); n != 1 {
 		t.Errorf("Close fsynced alice's transcript again (%d fsyncs), though nothing of it was deferred", n)
+	}
+	if n := count("carol.jsonl"); n != 1 {
+		t.Errorf("Close fsynced the archived carol again (%d fsyncs)", n)
 	}
 	got, err := os.ReadFile(filepath.Join(dir, "teams", "t1", "transcripts", "bob.jsonl"))
 	if err != nil || string(got) != "{\"n\":1}\n" {

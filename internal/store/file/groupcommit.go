@@ -2,6 +2,10 @@ package file
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -93,21 +97,23 @@ func appendGrouped(ctx context.Context, g *appendGroup, ls *locks, lockPath, pat
 	return <-p.done
 }
 
-// syncUnsynced fsyncs every file of s.appends holding deferred lines.
-// Deferred lines are only written to files that are their own lock
-// (transcripts). An empty line through the group commit orders the fsync
-// after any write still under way.
-func (s *Store) syncUnsynced() {
+// syncUnsynced fsyncs every file of s.appends under dir (every file when
+// dir is "") that holds deferred lines. Deferred lines are only written to
+// files that are their own lock (transcripts). An empty line through the
+// group commit orders the fsync after any write still under way. A file
+// gone with its team (deleted, or archived since) needs nothing.
+func (s *Store) syncUnsynced(dir string) {
 	s.appends.mu.Lock()
 	var paths []string
 	for path, g := range s.appends.m {
-		if g.unsynced.Load() {
+		if g.unsynced.Load() && (dir == "" || strings.HasPrefix(path, dir+string(filepath.Separator))) {
 			paths = append(paths, path)
 		}
 	}
 	s.appends.mu.Unlock()
 	for _, path := range paths {
-		if err := appendGrouped(context.Background(), s.appends.get(path), &s.locks, path, path, nil, true); err != nil {
+		err := appendGrouped(context.Background(), s.appends.get(path), &s.locks, path, path, nil, true)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			s.opts.Logger.Warn("fsync deferred lines", "path", path, "err", err)
 		}
 	}

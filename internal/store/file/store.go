@@ -162,7 +162,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.spares.Wait()
-	s.syncUnsynced()
+	s.syncUnsynced("")
 	// Roster logs waiting to be folded are folded now, so that config.json
 	// is the whole roster once no process of the team runs.
 	s.compactAll()
@@ -374,6 +374,7 @@ func (s *Store) ArchiveTeam(ctx context.Context, name string) (store.Archive, er
 	s.mu.Unlock()
 	s.parsed.forgetTeam(n)
 	s.watcher.forget(dir) // a team made again under the name is watched anew
+	s.syncUnsynced(dir)   // an archive keeps the transcripts whole
 	if err := os.Rename(dir, dst); err != nil {
 		return store.Archive{}, fmt.Errorf("archive team %s: %w", n, err)
 	}
