@@ -5,7 +5,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/troupe-dev/troupe/internal/llm/fakeapi"
+	"github.com/troupe-dev/troupe/internal/llm/fakeapi/fakeapitest"
 )
 
 // TestReferenceTurnLoop runs bench/reference_turn.py, the seeds' turn loop
@@ -17,17 +17,8 @@ func TestReferenceTurnLoop(t *testing.T) {
 	if err != nil {
 		t.Skip("no python3 on PATH to run the reference loop with")
 	}
-	script, err := fakeapi.ParseScript([]byte(benchTurnScript))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := fakeapi.New(script, fakeapi.Options{})
-	url, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	cmd := exec.Command(py, "../../bench/reference_turn.py", url, "5")
+	srv := fakeapitest.StartTest(t, benchTurnScript)
+	cmd := exec.Command(py, "../../bench/reference_turn.py", srv.URL(), "5")
 	cmd.Env = append(cmd.Environ(), "ANTHROPIC_API_KEY=bench")
 	out, err := cmd.Output()
 	if err != nil {

@@ -96,9 +96,9 @@ type memberState struct {
 	// returns the message's journal event (nil: none sent), to be
 	// journaled with the claim.
 	announce func(context.Context, store.Task) (teamevent.Event, error)
-	// woke is the wake's status event when the claim journaled it with
-	// itself; the wake then writes only the roster.
-	woke *teamevent.Status
+	// statusJournaled is set by a claim that journaled the wake's status
+	// with itself; the wake then writes only the roster.
+	statusJournaled bool
 }
 
 // task is the task the member works on ("" when none).
@@ -318,8 +318,8 @@ func (m *Member) Run(ctx context.Context) (err error) {
 		// loop would otherwise make later, all members' at once.
 		keep := wakes > 0
 		m.st.mu.Lock()
-		journaled := m.st.woke != nil && m.st.woke.Why == why
-		m.st.woke = nil
+		journaled := m.st.statusJournaled
+		m.st.statusJournaled = false
 		m.st.mu.Unlock()
 		if journaled {
 			now := time.Now().UTC()

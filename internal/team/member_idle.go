@@ -269,7 +269,7 @@ func (m *Member) claim(ctx context.Context, list func() ([]store.Task, error)) (
 			// and a notice sent before a claim that then loses would tell
 			// the lead of a task the member never takes (with 50 members,
 			// seven notices per task).
-			evs := make([]teamevent.Event, 0, 2)
+			evs := make([]teamevent.Event, 0, 3)
 			if m.st.announce != nil {
 				sent, err := m.st.announce(ctx, got)
 				if err != nil {
@@ -285,7 +285,7 @@ func (m *Member) claim(ctx context.Context, list func() ([]store.Task, error)) (
 			woke := teamevent.Status{Member: m.name, Status: store.StatusWorking, Why: claimedWhy(got.ID)}
 			m.emitAll(ctx, append(evs, teamevent.Claim{Task: got.ID, Owner: m.name, Subject: got.Subject}, woke))
 			m.st.mu.Lock()
-			m.st.woke = &woke
+			m.st.statusJournaled = true
 			m.st.mu.Unlock()
 			return &got, nil
 		}

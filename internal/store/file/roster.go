@@ -197,15 +197,14 @@ func (t *Team) roster() (*rosterCache, error) {
 				return c, nil
 			case logOther:
 				prev = nil // another file: read it whole
-			}
-		}
-		if prev != nil {
-			log, err := t.statLog()
-			if err != nil {
-				return nil, err
-			}
-			if sameVersion(prev.cfg, cfg) && prev.log == log.exists && prev.gen == log.gen && prev.off == log.size {
-				return prev, nil
+			default:
+				log, err := t.statLog()
+				if err != nil {
+					return nil, err
+				}
+				if c.log == log.exists && c.gen == log.gen && c.off == log.size {
+					return c, nil
+				}
 			}
 		}
 		next, retry, err := t.readRoster(prev)

@@ -168,9 +168,10 @@ func (r *replacement) abort() {
 }
 
 // syncAll makes every staged version durable, the fsyncs of several
-// files at once: a group commit of the board writes a file per task it
-// changes, and one fsync after another made its time under the board lock
-// the sum of them. It returns the identity of each file written (the
+// files at once (at most syncWorkers: a lead's batch of 500 creations made
+// a thread per fsync): a group commit of the board writes a file per task
+// it changes, and one fsync after another made its time under the board
+// lock the sum of them. It returns the identity of each file written (the
 // inode becomes the file: a rename changes no size or mtime).
 func syncAll(rs []*replacement) ([]fs.FileInfo, error) {
 	fis := make([]fs.FileInfo, len(rs))
@@ -187,9 +188,14 @@ func syncAll(rs []*replacement) ([]fs.FileInfo, error) {
 	if len(rs) == 1 {
 		one(0)
 	} else {
+		var next atomic.Int64
 		var wg sync.WaitGroup
-		for i := range rs {
-			wg.Go(func() { one(i) })
+		for range min(len(rs), syncWorkers) {
+			wg.Go(func() {
+				for i := int(next.Add(1)) - 1; i < len(rs); i = int(next.Add(1)) - 1 {
+					one(i)
+				}
+			})
 		}
 		wg.Wait()
 	}
@@ -200,6 +206,9 @@ func syncAll(rs []*replacement) ([]fs.FileInfo, error) {
 	}
 	return fis, nil
 }
+
+// syncWorkers is how many fsyncs syncAll runs at once.
+const syncWorkers = 16
 
 // replaceFiles gives each path its data, durably (see above): every new
 // version written and fsynced, then each put in place, then the directory
