@@ -27,3 +27,18 @@ func BenchmarkRunNoCgroup(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSession is the cost of one short command in a running session.
+func BenchmarkSession(b *testing.B) {
+	s := NewSession(b.TempDir(), nil)
+	defer s.Close()
+	if _, err := s.Run(context.Background(), Options{Command: "true"}); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		r, err := s.Run(context.Background(), Options{Command: "echo hi"})
+		if err != nil || r.Output != "hi\n" {
+			b.Fatalf("%q %v", r.Output, err)
+		}
+	}
+}

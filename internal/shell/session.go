@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +26,8 @@ import (
 // Each command is written to a file the session's bash sources, with its
 // standard input from /dev/null (a command reading stdin cannot eat the
 // session's own input) and its output to the session's pipe, followed by a
-// line carrying a fresh random marker and the exit status. A command that
+// fresh random marker and the exit status (one write, without a newline
+// before it: a reader woken once per command). A command that
 // ends bash (exit, exec) or is killed (timeout, cancel: the whole process
 // group goes, as with Run) leaves the session to start a new bash for the
 // next command, in the directory the last one left.
@@ -87,14 +89,14 @@ func (s *Session) Run(ctx context.Context, opts Options) (Result, error) {
 		return Result{}, err
 	}
 	file := filepath.Join(s.tmp, "cmd")
-	if err := os.WriteFile(file, []byte(opts.Command), 0o600); err != nil {
+	if err := writeCommand(file, opts.Command); err != nil {
 		return Result{}, fmt.Errorf("shell session: %w", err)
 	}
-	var nb [12]byte
+	var nb [8]byte
 	_, _ = rand.Read(nb[:])
-	marker := []byte("\n\x1etroupe-" + hex.EncodeToString(nb[:]) + " ")
-	line := fmt.Sprintf(". %s </dev/null >&9 2>&9; printf '%%s%%d\\n' %s \"$?\" >&9\n",
-		shellQuote(file), shellQuote(string(marker)))
+	id := hex.EncodeToString(nb[:])
+	marker := []byte("\x1etroupe-" + id + " ")
+	line := ". " + shellQuote(file) + " </dev/null >&9 2>&9; builtin printf >&9 '\\36troupe-%s %d\\n' " + id + " $?\n"
 	if _, err := s.stdin.WriteString(line); err != nil {
 		s.kill(opts.Grace)
 		return Result{}, fmt.Errorf("shell session: %w", err)
@@ -219,12 +221,12 @@ func (s *Session) ensure() error {
 	chunks, stop := make(chan []byte, 16), make(chan struct{})
 	go func() {
 		defer close(chunks)
+		b := make([]byte, 32<<10)
 		for {
-			b := make([]byte, 32<<10)
 			n, err := outR.Read(b)
 			if n > 0 {
 				select {
-				case chunks <- b[:n]:
+				case chunks <- bytes.Clone(b[:n]):
 				case <-stop:
 					return
 				}
@@ -308,8 +310,36 @@ func (s *Session) Close() error {
 	return nil
 }
 
-// shellQuote quotes s for bash as one word.
+// writeCommand writes command to file, over what the last command left
+// there. It does not truncate the file to nothing first: ext4 flushes a
+// file truncated to nothing and written again at its close (its
+// auto_da_alloc), which cost more than the rest of a short command.
+func writeCommand(file, command string) error {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(command)
+	if err == nil {
+		err = f.Truncate(int64(len(command)))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// shellQuote quotes s for bash as one word: in single quotes when that
+// is enough, else with every unusual byte escaped.
 func shellQuote(s string) string {
+	plain := true
+	for i := 0; i < len(s) && plain; i++ {
+		c := s[i]
+		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("/-_.+,:@%", c) >= 0
+	}
+	if plain {
+		return "'" + s + "'"
+	}
 	return "$'" + hexEscape(s) + "'"
 }
 

@@ -26,6 +26,8 @@ func TestSession(t *testing.T) {
 		want Result
 	}{
 		{"echo", Options{Command: "echo hi"}, Result{Output: "hi\n"}},
+		{"long", Options{Command: "echo a long command; echo " + strings.Repeat("x", 5000) + " >/dev/null"}, Result{Output: "a long command\n"}},
+		{"shorter after longer", Options{Command: "echo s"}, Result{Output: "s\n"}},
 		{"env given", Options{Command: "echo $TROUPE_X"}, Result{Output: "y\n"}},
 		{"no trailing newline", Options{Command: "printf abc"}, Result{Output: "abc"}},
 		{"stderr interleaved", Options{Command: "echo a; echo b >&2; echo c"}, Result{Output: "a\nb\nc\n"}},
