@@ -74,12 +74,13 @@ type turnReport struct {
 
 func (a *app) benchTurnCmd() *cobra.Command {
 	var (
-		turns   int
-		baseURL string
-		asJSON  bool
-		sandbox bool
-		floor   bool
-		shellM  string
+		turns      int
+		baseURL    string
+		asJSON     bool
+		sandbox    bool
+		floor      bool
+		shellM     string
+		cpuProfile string
 	)
 	cmd := &cobra.Command{
 		Use:   "turn",
@@ -96,6 +97,13 @@ echo with and without it).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if shellM != "spawn" && shellM != "session" {
 				return withCode(ExitUsage, fmt.Errorf("--shell must be spawn or session, got %q", shellM))
+			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return withCode(ExitError, err)
+				}
+				defer stop()
 			}
 			rep, err := a.benchTurn(cmd.Context(), turnOpts{turns: turns, baseURL: baseURL, sandbox: sandbox, floor: floor || baseURL == "", session: shellM == "session"})
 			if err != nil {
@@ -130,6 +138,7 @@ echo with and without it).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&sandbox, "sandbox", false, "run the bash calls in the bubblewrap sandbox and report its cost per call")
 	cmd.Flags().BoolVar(&floor, "compare-floor", false, "with --base-url: also measure the floor (a bare bash -c spawn plus one HTTP round trip; always measured against the in-process fake)")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	cmd.Flags().StringVar(&shellM, "shell", "spawn", "how the turns run bash: spawn (a bash per command) or session (one long-lived bash)")
 	return cmd
 }

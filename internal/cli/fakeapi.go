@@ -105,8 +105,9 @@ func (a *app) serveFakeAPI(ctx context.Context, s *fakeapi.Script, addr string, 
 
 	var logMu sync.Mutex // requests are answered, and logged, concurrently
 	srv := fakeapi.New(s, cache.options(fakeapi.Options{
-		Latency:  latency,
-		IDPrefix: idPrefix,
+		Latency:   latency,
+		IDPrefix:  idPrefix,
+		NoRecords: true, // nothing reads them, and they would grow for as long as it serves
 		Logf: func(format string, args ...any) {
 			logMu.Lock()
 			defer logMu.Unlock()

@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"context"
 	"os"
 	"strings"
 	"syscall"
@@ -115,5 +116,19 @@ func TestBashSessionConcurrent(t *testing.T) {
 	}
 	if got := <-done; got.Content != "through\n" {
 		t.Errorf("reader: %+v", got)
+	}
+}
+
+// BenchmarkBashSession is one short bash call through the tool in a
+// session: shell.BenchmarkSession plus what the tool adds.
+func BenchmarkBashSession(b *testing.B) {
+	env := newTestEnv(b)
+	env.Shell = shell.NewSession(env.Workspace.Dir(), env.ShellEnv)
+	defer env.Shell.Close()
+	input := []byte(`{"command":"echo hi"}`)
+	for b.Loop() {
+		if r := (bashTool{}).Run(context.Background(), env, input); r.IsError || r.Content != "hi\n" {
+			b.Fatalf("%+v", r)
+		}
 	}
 }

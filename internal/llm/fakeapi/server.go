@@ -43,6 +43,10 @@ type Options struct {
 	// is a simulated minute, so a 5-minute lifetime ends after 5 seconds.
 	// 0 means 1.
 	CacheClockScale float64
+	// NoRecords keeps no record of the calls: Requests returns none. A
+	// server that runs for long (troupe fake-api) would otherwise hold
+	// every request body it was sent.
+	NoRecords bool
 }
 
 // Recorded is one POST /v1/messages as the server saw it.
@@ -204,7 +208,9 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.calls++
 	c := &call{rec: Recorded{N: s.calls, Rule: -1}, start: time.Now()}
-	s.recs = append(s.recs, c.rec)
+	if !s.opt.NoRecords {
+		s.recs = append(s.recs, c.rec)
+	}
 	fault, faulted := s.faults[c.rec.N]
 	arrive := s.onArrive
 	s.mu.Unlock()
@@ -504,13 +510,20 @@ func (s *Server) hangUp(w http.ResponseWriter) {
 func (s *Server) store(c *call) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.recs[c.rec.N-1] = c.rec
+	s.keep(c)
+}
+
+// keep makes c's record the one Requests shows. Under s.mu.
+func (s *Server) keep(c *call) {
+	if !s.opt.NoRecords {
+		s.recs[c.rec.N-1] = c.rec
+	}
 }
 
 // finish stores the call's final record, logs it and tells the test seam.
 func (s *Server) finish(c *call) {
 	s.mu.Lock()
-	s.recs[c.rec.N-1] = c.rec
+	s.keep(c)
 	hook := s.onRecord
 	s.mu.Unlock()
 	if s.opt.Logf != nil {

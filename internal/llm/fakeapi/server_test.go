@@ -498,6 +498,24 @@ func TestRecordsRefusedRequests(t *testing.T) {
 	}
 }
 
+// TestNoRecords: a server that keeps no records answers as any other,
+// refusals included, and Requests stays empty.
+func TestNoRecords(t *testing.T) {
+	srv := start(t, "rules:\n  - times: 0\n    reply: [{text: hello}]\n", fakeapi.Options{NoRecords: true})
+	for range 3 {
+		code, _, body := post(t, srv, "/v1/messages", apiHeaders, `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+		if code != 200 || !strings.Contains(string(body), "hello") {
+			t.Fatalf("status %d, body %s", code, body)
+		}
+	}
+	if code, _, _ := post(t, srv, "/v1/messages", apiHeaders, `{"model":"m"}`); code != 400 {
+		t.Errorf("a bad request got %d", code)
+	}
+	if got := srv.Requests(); len(got) != 0 {
+		t.Errorf("Requests() = %d records, want none", len(got))
+	}
+}
+
 func TestSDKSeesInvalidRequest(t *testing.T) {
 	srv := start(t, ``, fakeapi.Options{})
 	p := params("", "hi")
