@@ -154,10 +154,14 @@ func signature(call, index int) string {
 	return base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "fakeapi-signature:%d:%d", call, index))
 }
 
-// sse writes server-sent events, flushing each.
+// sse writes server-sent events. It does not flush each one: nothing
+// comes between the events of a reply (Latency is waited before its first
+// byte), so a flush per event only cut a reply that is ready at once into
+// a write, a segment and a wake of the client per event. The response's
+// buffer goes out as it fills, and whole when the caller flushes at the
+// reply's end or before it hangs up on a cut one.
 type sse struct {
 	w          io.Writer
-	flush      func()
 	err        error
 	deltaBytes int // Options.DeltaBytes
 }
@@ -171,9 +175,7 @@ func (s *sse) event(typ string, data any) {
 		s.err = err
 		return
 	}
-	if _, s.err = fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", typ, b); s.err == nil {
-		s.flush()
-	}
+	_, s.err = fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", typ, b)
 }
 
 type (

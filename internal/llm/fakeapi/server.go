@@ -471,9 +471,12 @@ func (s *Server) stream(w http.ResponseWriter, c *call, msg wireMessage, cut boo
 	c.rec.Status = http.StatusOK
 	s.store(c)
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	out := &sse{w: w, flush: func() { _ = rc.Flush() }, deltaBytes: s.opt.DeltaBytes}
-	if !out.stream(msg, cut) {
+	out := &sse{w: w, deltaBytes: s.opt.DeltaBytes}
+	complete := out.stream(msg, cut)
+	// What was written goes out now: before the call's record is logged,
+	// and before a hang-up (Hijack drops what the response buffers).
+	_ = http.NewResponseController(w).Flush()
+	if !complete {
 		s.hangUp(w)
 	}
 }
