@@ -248,10 +248,18 @@ func (m *Member) setStatus(ctx context.Context, status, why string) {
 // journal behind the member's path (the status is an observation: a wake
 // does not wait for it). The two are independent files: they are written
 // at once, one fsync instead of two in a row. With keep, a roster that
-// already says status is left as it is (writeRosterStatus).
-func (m *Member) setStatusLater(ctx context.Context, status, why string, keep bool) {
+// already says status is left as it is (writeRosterStatus); with
+// journaled, the journal already holds the status (a claim wrote it with
+// itself) and only the roster is written.
+func (m *Member) setStatusLater(ctx context.Context, status, why string, keep, journaled bool) {
 	now := time.Now().UTC()
-	m.in.observe(func() { m.writeStatus(ctx, now, status, why, keep) })
+	m.in.observe(func() {
+		if journaled {
+			m.writeRosterStatus(ctx, now, status, keep)
+			return
+		}
+		m.writeStatus(ctx, now, status, why, keep)
+	})
 }
 
 func (m *Member) writeStatus(ctx context.Context, now time.Time, status, why string, keep bool) {
@@ -316,17 +324,11 @@ func (m *Member) Run(ctx context.Context) (err error) {
 		// heartbeat then reaches the store's own record of heartbeats
 		// (the file store's beats/ file, made once), which the heartbeat
 		// loop would otherwise make later, all members' at once.
-		keep := wakes > 0
 		m.st.mu.Lock()
 		journaled := m.st.statusJournaled
 		m.st.statusJournaled = false
 		m.st.mu.Unlock()
-		if journaled {
-			now := time.Now().UTC()
-			m.in.observe(func() { m.writeRosterStatus(ctx, now, store.StatusWorking, keep) })
-		} else {
-			m.setStatusLater(ctx, store.StatusWorking, why, keep)
-		}
+		m.setStatusLater(ctx, store.StatusWorking, why, wakes > 0, journaled)
 		runCtx, cancel := context.WithCancel(ctx)
 		m.st.mu.Lock()
 		m.st.stopRun = cancel
