@@ -10,10 +10,13 @@ import "net/http"
 const IdleConnsPerHost = 256
 
 // WriteBufferSize is the buffer each connection writes requests through.
-// net/http's 4 KiB holds the headers and the start of a body; the rest of
-// a body (a conversation, tens of KiB) then went to the connection in a
-// copy of its own, through a buffer made for each request. 32 KiB carries
-// most requests' headers and body in one write.
+// net/http's 4 KiB holds the headers and the start of a body it knows is
+// in memory (a bytes.Reader, say); the rest of the body (a conversation,
+// tens of KiB) then went to the connection in a copy of its own, through a
+// buffer made for each request, as any body it does not know is in memory
+// does after the headers. 32 KiB carries the headers and a body of up to
+// about 28 KiB in one write (the Anthropic provider hands such bodies over
+// in memory).
 const WriteBufferSize = 32 << 10
 
 // TuneTransport makes t keep enough idle connections for a team's agents

@@ -176,8 +176,15 @@ func normalized(msgs []llm.Message) bool {
 	return true
 }
 
-// reqBody is a request body as the pieces it is made of, never copied
-// into one: joining them would cost time in proportion to the history.
+// inlineBody is the largest body joined into one slice to be sent: what
+// fits the connection's write buffer (llm.WriteBufferSize) beside the
+// headers. Joining costs no more than the buffer net/http would otherwise
+// make to copy it.
+const inlineBody = llm.WriteBufferSize - 4<<10
+
+// reqBody is a request body as the pieces it is made of, copied into one
+// only when small (inlineBody): joining a long history would cost time in
+// proportion to it.
 // The pieces are never changed once made, so a reader may still hold them
 // after the call.
 type reqBody struct {
@@ -206,6 +213,13 @@ func (b *reqBody) middleware(r *http.Request, next option.MiddlewareNext) (*http
 	r.Header.Set("Content-Type", "application/json")
 	r.ContentLength = int64(b.size)
 	r.GetBody = func() (io.ReadCloser, error) { return &pieceReader{pieces: b.pieces}, nil }
+	if b.size <= inlineBody {
+		// net/http writes a body it knows is in memory (a bytes.Reader)
+		// with the headers, through the connection's buffer; any other it
+		// writes after them, through a buffer made for each request.
+		joined := b.bytes()
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(joined)), nil }
+	}
 	r.Body, _ = r.GetBody()
 	return next(r)
 }

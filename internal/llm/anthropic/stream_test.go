@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -171,5 +173,46 @@ func BenchmarkStreamReplyRaw(b *testing.B) {
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+	}
+}
+
+// writeCounter counts the writes made to the connections it dials.
+type writeCounter struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c writeCounter) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// TestSmallRequestOneWrite: a request whose body fits the connection's
+// write buffer goes out in one write, headers and body together; a larger
+// one still arrives whole.
+func TestSmallRequestOneWrite(t *testing.T) {
+	c := newCanned(t, toolCallReply)
+	var writes atomic.Int64
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		return writeCounter{Conn: conn, writes: &writes}, err
+	}}
+	llm.TuneTransport(tr)
+	t.Cleanup(tr.CloseIdleConnections)
+	p, err := anthropic.New(anthropic.Config{APIKey: "sk-test", BaseURL: c.srv.URL, MaxRetries: -1, HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		size     int
+		oneWrite bool
+	}{{1 << 10, true}, {64 << 10, false}} {
+		writes.Store(0)
+		if _, err := llm.Collect(p.Stream(context.Background(), userReq(strings.Repeat("x", tc.size))), nil); err != nil {
+			t.Fatal(err)
+		}
+		if n := writes.Load(); (n == 1) != tc.oneWrite {
+			t.Errorf("a request with a %d-byte message took %d writes", tc.size, n)
+		}
 	}
 }
