@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/troupe-dev/troupe/internal/secret"
 	"github.com/troupe-dev/troupe/internal/store"
 )
@@ -95,7 +97,11 @@ func (j *journal) ReadAfter(ctx context.Context, c store.Cursor) ([]store.Event,
 	}
 	if len(msgs) == 0 && after > 0 {
 		// A cursor past the stream's end was never returned.
-		info, err := j.t.s.log.Info(ctx)
+		var info *jetstream.StreamInfo
+		err := j.t.s.try(ctx, func(ctx context.Context) (err error) {
+			info, err = j.t.s.log.Info(ctx)
+			return err
+		})
 		if err != nil {
 			return nil, c, fmt.Errorf("read journal of %s: %w", j.t.name, err)
 		}

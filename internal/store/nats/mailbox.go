@@ -127,11 +127,19 @@ func (mb *mailbox) open(ctx context.Context, r *reader, member string) error {
 		MaxDeliver:    -1,
 		Replicas:      mb.t.s.opts.Replicas,
 	}
-	cons, err := mb.t.s.inbox.CreateOrUpdateConsumer(ctx, cfg)
+	var cons jetstream.Consumer
+	err := mb.t.s.try(ctx, func(ctx context.Context) (err error) {
+		cons, err = mb.t.s.inbox.CreateOrUpdateConsumer(ctx, cfg)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("inbox of %s in team %s: consumer: %w", member, mb.t.name, err)
 	}
-	info, err := mb.t.s.inbox.ResetConsumer(ctx, cfg.Durable)
+	var info *jetstream.ConsumerResetResponse
+	err = mb.t.s.try(ctx, func(ctx context.Context) (err error) {
+		info, err = mb.t.s.inbox.ResetConsumer(ctx, cfg.Durable)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("inbox of %s in team %s: rewind consumer: %w", member, mb.t.name, err)
 	}
@@ -403,10 +411,8 @@ func (s *Store) rewind(r *reader) {
 		}
 	}()
 	name := *r.durable.Load()
-	err := s.retryTransient(ctx, func() error {
-		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
-		defer cancel()
-		_, err := s.inbox.ResetConsumer(rctx, name)
+	err := s.try(ctx, func(ctx context.Context) error {
+		_, err := s.inbox.ResetConsumer(ctx, name)
 		return err
 	})
 	if err != nil {
@@ -479,7 +485,11 @@ func (mb *mailbox) Ack(ctx context.Context, member, id string) error {
 		}
 		return fmt.Errorf("ack %s for %s: %w", id, name, store.ErrNotReceived)
 	}
-	if err := jm.DoubleAck(ctx); err != nil {
+	// Sent again until the server answers: an ack is dropped unanswered
+	// when it reaches a consumer leader that has not yet delivered that
+	// far (just elected, or rewound after a reconnect), and acking at or
+	// below the floor again is answered as done.
+	if err := mb.t.s.try(ctx, jm.DoubleAck); err != nil {
 		return fmt.Errorf("ack %s for %s in team %s: %w", id, name, mb.t.name, err)
 	}
 	seq := r.seqOf[id]
@@ -502,7 +512,11 @@ func (mb *mailbox) Peek(ctx context.Context, member string) ([]store.Message, er
 		return nil, fmt.Errorf("peek: %w", err)
 	}
 	var floor uint64
-	info, err := mb.t.s.inbox.Consumer(ctx, mb.consumer(name))
+	var info jetstream.Consumer
+	err = mb.t.s.try(ctx, func(ctx context.Context) (err error) {
+		info, err = mb.t.s.inbox.Consumer(ctx, mb.consumer(name))
+		return err
+	})
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 	case err != nil:

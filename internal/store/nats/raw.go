@@ -104,7 +104,11 @@ func (s *Store) commit(ctx context.Context, ws []write) (uint64, error) {
 			continue
 		}
 		m.Header.Set("Nats-Batch-Commit", "1")
-		reply, err := s.nc.RequestMsgWithContext(ctx, m)
+		// A batch is not sent again (its staged messages are gone with
+		// a lost answer), but it waits no longer than any request.
+		cctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		reply, err := s.nc.RequestMsgWithContext(cctx, m)
+		cancel()
 		if err != nil {
 			return 0, fmt.Errorf("commit %d writes: %w", len(ws), err)
 		}
@@ -407,9 +411,7 @@ func transientErr(err error) bool {
 // request sends m and waits for its answer, retrying as above.
 func (s *Store) request(ctx context.Context, m *natsgo.Msg) (*natsgo.Msg, error) {
 	var reply *natsgo.Msg
-	err := s.retryTransient(ctx, func() error {
-		actx, cancel := context.WithTimeout(ctx, requestTimeout)
-		defer cancel()
+	err := s.try(ctx, func(actx context.Context) error {
 		var err error
 		reply, err = s.nc.RequestMsgWithContext(actx, m)
 		if err == nil && reply.Header.Get("Status") == "503" {
@@ -421,6 +423,20 @@ func (s *Store) request(ctx context.Context, m *natsgo.Msg) (*natsgo.Msg, error)
 		return nil, err
 	}
 	return reply, nil
+}
+
+// try runs fn, an idempotent request to the server, with a deadline of
+// requestTimeout for each attempt, retried as retryTransient does. Every
+// request goes through it or bounds itself: a request lost while a node
+// dies or a leader is elected, or one the server drops without an answer
+// (an ack past a new consumer leader's delivered sequence), would
+// otherwise wait for the caller's whole deadline.
+func (s *Store) try(ctx context.Context, fn func(context.Context) error) error {
+	return s.retryTransient(ctx, func() error {
+		actx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		return fn(actx)
+	})
 }
 
 // retryTransient runs fn until it succeeds, fails for good, or has failed

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	natsgo "github.com/nats-io/nats.go"
 
 	"github.com/troupe-dev/troupe/internal/store"
 )
@@ -51,5 +52,64 @@ func TestReconnectRewindsInbox(t *testing.T) {
 	}
 	if info.NumAckPending != 0 {
 		t.Errorf("after the ack %d messages wait for one", info.NumAckPending)
+	}
+}
+
+// TestAckDroppedByServer: an ack that reaches a consumer which has not yet
+// delivered that far (rewound after a reconnect, or a leader just elected
+// in a cluster) is dropped by the server with no answer. Ack sends it
+// again once the consumer has delivered the message anew, and returns;
+// waiting for the one answer instead held the reader until its caller's
+// deadline (a cluster test's whole three minutes).
+func TestAckDroppedByServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, s, nm, _ := aliceReading(ctx, t)
+	mb := store.Mailbox(nm)
+	r := nm.reader("alice")
+	if _, err := mb.Send(ctx, store.Message{ID: "m1", From: "human", To: "alice", Content: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := mb.Receive(ctx, "alice"); err != nil || len(got) != 1 {
+		t.Fatalf("Receive: %v %v", contents(got), err)
+	}
+
+	// The consumer goes back to its floor while this reader still holds
+	// m1, and pushes nothing until the ack has been dropped.
+	r.cc.Stop()
+	if _, err := s.inbox.ResetConsumer(ctx, nm.consumer("alice")); err != nil {
+		t.Fatal(err)
+	}
+	watch, err := natsgo.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
+	acks, err := watch.SubscribeSync("$JS.ACK.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	actx, acancel := context.WithTimeout(ctx, 30*time.Second)
+	defer acancel()
+	acked := make(chan error, 1)
+	go func() { acked <- mb.Ack(actx, "alice", "m1") }()
+	if _, err := acks.NextMsgWithContext(ctx); err != nil {
+		t.Fatalf("no ack sent: %v", err)
+	}
+	if err := nm.consume(r, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-acked; err != nil {
+		t.Fatalf("Ack of a message the consumer delivered again: %v", err)
+	}
+	cons, err := s.inbox.Consumer(ctx, nm.consumer("alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := cons.CachedInfo(); info.AckFloor.Stream == 0 || info.NumAckPending != 0 {
+		t.Errorf("after the ack: floor %d, %d waiting for one", info.AckFloor.Stream, info.NumAckPending)
 	}
 }
