@@ -2,6 +2,7 @@ package fakeapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"sync"
 )
 
@@ -108,37 +109,44 @@ type parsed struct {
 // parse decodes body, reading the parts it has seen from the memo. ok is
 // false when body must be decoded whole.
 func (s *Server) parse(body []byte) (p *parsed, ok bool) {
-	members, ok := splitObject(body)
+	sk := s.recent.against(body)
+	members, ok := splitObject(sk)
 	if !ok {
 		return nil, false
 	}
 	p = &parsed{obj: make(map[string]any, len(members))}
-	for _, m := range members {
+	for mi := range members {
+		m := &members[mi]
+		raw := body[m.start:m.end]
 		var err error
 		switch m.key {
 		case "messages":
 			p.msgs = nil
-			if m.raw[0] != '[' {
+			if raw[0] != '[' {
 				break
 			}
-			elems, ok := splitArray(m.raw)
-			if !ok {
-				return nil, false
-			}
+			elems := sk.elems[m.elemLo:m.elemHi]
 			list := make([]any, len(elems))
 			p.msgs = make([]*msgPart, len(elems))
-			for i, e := range elems {
-				if p.msgs[i], err = s.messagePart(e); err != nil {
-					return nil, false
+			for i := range elems {
+				e := &elems[i]
+				if e.msg == nil {
+					if e.msg, err = s.messagePart(body[e.start:e.end]); err != nil {
+						return nil, false
+					}
 				}
-				list[i] = p.msgs[i].value
+				p.msgs[i] = e.msg
+				list[i] = e.msg.value
 			}
 			p.obj[m.key] = list
 			continue
 		case "tools", "system":
-			lp, err := s.listPart(m.key, m.raw)
-			if err != nil {
-				return nil, false
+			lp := m.list
+			if lp == nil {
+				if lp, err = s.listPart(m.key, raw); err != nil {
+					return nil, false
+				}
+				sk.members[m.index].list = lp
 			}
 			if m.key == "tools" {
 				p.tools = lp
@@ -148,10 +156,13 @@ func (s *Server) parse(body []byte) (p *parsed, ok bool) {
 			p.obj[m.key] = lp.value
 			continue
 		}
-		if p.obj[m.key], err = decode(m.raw); err != nil {
+		if v, ok := plainScalar(raw); ok {
+			p.obj[m.key] = v
+		} else if p.obj[m.key], err = decode(raw); err != nil {
 			return nil, false
 		}
 	}
+	s.recent.keep(sk)
 	return p, true
 }
 
@@ -269,8 +280,12 @@ func (p *parsed) blocks() []cacheBlock {
 // are checked by decode, when first seen.
 
 type member struct {
-	key string
-	raw []byte
+	key        string
+	start, end int       // the value's bytes in the body
+	list       *listPart // taken from a recent split
+	index      int       // in the skipper's members
+	// The messages array's elements, sk.elems[elemLo:elemHi].
+	elemLo, elemHi int
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
@@ -282,9 +297,10 @@ func skipSpace(data []byte, i int) int {
 	return i
 }
 
-// splitObject reads data as one JSON object, with nothing but whitespace
-// around it.
-func splitObject(data []byte) ([]member, bool) {
+// splitObject reads sk's body as one JSON object, with nothing but
+// whitespace around it, recording each value in sk.
+func splitObject(sk *skipper) ([]member, bool) {
+	data := sk.body
 	i := skipSpace(data, 0)
 	if i == len(data) || data[i] != '{' {
 		return nil, false
@@ -311,13 +327,26 @@ func splitObject(data []byte) ([]member, bool) {
 			return nil, false
 		}
 		i = skipSpace(data, i+1)
-		end, ok = skipValue(data, i)
-		if !ok {
-			return nil, false
+		m := member{key: key, index: len(sk.members)}
+		if key == "messages" && i < len(data) && data[i] == '[' {
+			// Split in place: the array's end is found by its
+			// messages, most of which the skipper knows.
+			m.elemLo = len(sk.elems)
+			if m.end, ok = splitArray(sk, i); !ok {
+				return nil, false
+			}
+			m.start, m.elemHi = i, len(sk.elems)
+		} else {
+			v, ok := sk.member(i)
+			if !ok {
+				return nil, false
+			}
+			m.start, m.end, m.list = v.start, v.end, v.list
 		}
-		out = append(out, member{key: key, raw: data[i:end]})
+		out = append(out, m)
+		sk.members = append(sk.members, span{start: m.start, end: m.end, list: m.list})
 		var more bool
-		if i, more, ok = afterValue(data, end, '}'); !ok {
+		if i, more, ok = afterValue(data, m.end, '}'); !ok {
 			return nil, false
 		}
 		if !more {
@@ -342,26 +371,26 @@ func afterValue(data []byte, end int, close byte) (i int, more, ok bool) {
 	return 0, false, false
 }
 
-// splitArray reads data, which starts with '[' and is one value, as a JSON
-// array.
-func splitArray(data []byte) ([][]byte, bool) {
-	i := skipSpace(data, 1)
-	var out [][]byte
+// splitArray reads the JSON array of messages at sk.body[lo], a '[',
+// appending each to sk.elems, and returns the index after its ']'.
+func splitArray(sk *skipper, lo int) (int, bool) {
+	data := sk.body
+	i := skipSpace(data, lo+1)
 	if i < len(data) && data[i] == ']' {
-		return out, i+1 == len(data)
+		return i + 1, true
 	}
 	for {
-		end, ok := skipValue(data, i)
+		e, ok := sk.elem(i)
 		if !ok {
-			return nil, false
+			return 0, false
 		}
-		out = append(out, data[i:end])
+		sk.elems = append(sk.elems, e)
 		var more bool
-		if i, more, ok = afterValue(data, end, ']'); !ok {
-			return nil, false
+		if i, more, ok = afterValue(data, e.end, ']'); !ok {
+			return 0, false
 		}
 		if !more {
-			return out, i == len(data)
+			return i, true
 		}
 	}
 }
@@ -423,6 +452,35 @@ func skipString(data []byte, i int) (int, bool) {
 		}
 		j++
 	}
+}
+
+// plainScalar is what decode makes of raw, a plain string, an integer
+// (as a json.Number, decode keeping numbers as written), true, false or
+// null; ok is false for anything else, which is left to decode.
+func plainScalar(raw []byte) (v any, ok bool) {
+	switch {
+	case len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"':
+		return plainString(raw)
+	case string(raw) == "true":
+		return true, true
+	case string(raw) == "false":
+		return false, true
+	case string(raw) == "null":
+		return nil, true
+	}
+	digits := raw
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 15 || (digits[0] == '0' && len(digits) > 1) {
+		return nil, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return nil, false
+		}
+	}
+	return json.Number(raw), true
 }
 
 // plainString is the value of a quoted string with no escapes and only

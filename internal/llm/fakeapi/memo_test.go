@@ -224,3 +224,59 @@ func FuzzParsedMatchesPlain(f *testing.F) {
 		readBoth(t, s, body)
 	})
 }
+
+// FuzzSplitAfterAnother: a body read right after another, whose split the
+// server reuses where the two share a start or an end, reads as plainly.
+func FuzzSplitAfterAnother(f *testing.F) {
+	for _, pair := range [][2]string{
+		{conversation(2), conversation(3)},
+		{conversation(3), conversation(2)},
+		{conversation(3), conversation(3, `"metadata":{"user_id":"u"}`)},
+		{conversation(1), `{"max_tokens":64,` + conversation(1)[1:]},
+		{`{"messages":[{"role":"user","content":"a"}],"model":"m","max_tokens":1}`, `{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}],"model":"m","max_tokens":12}`},
+		{`{"max_tokens":1,"messages":[{"role":"user","content":"a"}],"model":"m"}`, `{"max_tokens":10,"messages":[{"role":"user","content":"a"}],"model":"m"}`},
+	} {
+		f.Add([]byte(pair[0]), []byte(pair[1]))
+	}
+	f.Fuzz(func(t *testing.T, prev, body []byte) {
+		s := memoServer(t)
+		readBoth(t, s, prev)
+		readBoth(t, s, body)
+		readBoth(t, s, prev)
+	})
+}
+
+// TestSplitReusesRecent: an agent's next call is split from its last one:
+// every message of the last call is taken from its split, unscanned, and
+// so are the system prompt and tools after them.
+func TestSplitReusesRecent(t *testing.T) {
+	s := memoServer(t)
+	for i := 0; i <= 5; i++ {
+		readBoth(t, s, []byte(conversation(i)))
+	}
+	body := []byte(conversation(6))
+	sk := s.recent.against(body)
+	members, ok := splitObject(sk)
+	if !ok {
+		t.Fatal("conversation(6) was not split")
+	}
+	reused := 0
+	for _, e := range sk.elems {
+		if e.msg != nil {
+			reused++
+		}
+	}
+	if want := 1 + 2*5; reused != want {
+		t.Errorf("%d of %d messages taken from the last split, want %d", reused, len(sk.elems), want)
+	}
+	for _, m := range members {
+		if (m.key == "tools" || m.key == "system") && m.list == nil {
+			t.Errorf("%s was scanned again", m.key)
+		}
+	}
+	s.recent.mu.Lock()
+	defer s.recent.mu.Unlock()
+	if len(s.recent.list) != 1 {
+		t.Errorf("%d splits kept, want 1: each call replaces the one it was split against", len(s.recent.list))
+	}
+}

@@ -99,9 +99,10 @@ type Server struct {
 
 	serving fakescript.Serving
 
-	cache promptCache
-	clock simClock
-	memo  memo
+	cache  promptCache
+	clock  simClock
+	memo   memo
+	recent recentSplits
 }
 
 // New returns a server that answers by script s.
