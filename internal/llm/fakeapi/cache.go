@@ -2,6 +2,7 @@ package fakeapi
 
 import (
 	"crypto/sha256"
+	"encoding"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -233,6 +234,32 @@ func (b *cacheBlock) digestWith(buf []byte) []byte {
 // the prefixes a lookup can ask for (up to lookback blocks before a
 // breakpoint) get a key; the others are counted for their tokens alone.
 func prefixes(model string, blocks []cacheBlock) []prefixPoint {
+	pts, _ := chainPrefixes(model, blocks, nil)
+	return pts
+}
+
+// chain is what prefixes learned of one call's blocks, for a later call
+// whose blocks start with the same ones: an agent's next call, with the
+// breakpoint moved to its new last message (the digests leave
+// cache_control out, so the old blocks still match). Its hashes are
+// resumed after them instead of run again over every block.
+type chain struct {
+	model  string
+	links  []chainLink
+	points []prefixPoint // keys where the call needed one, and on its last lookback blocks
+	size   int           // bytes of the blocks' canonical JSON
+	state  []byte        // the hash after the last block (sha256's MarshalBinary)
+}
+
+// chainLink is what of a block goes into the hash.
+type chainLink struct {
+	section, role string
+	digest        [sha256.Size]byte
+}
+
+// chainPrefixes is prefixes, resumed after prev's blocks when blocks
+// start with them, and the chain of this call.
+func chainPrefixes(model string, blocks []cacheBlock, prev *chain) ([]prefixPoint, *chain) {
 	keyed := make([]bool, len(blocks))
 	for i, b := range blocks {
 		if b.ttl > 0 {
@@ -241,28 +268,83 @@ func prefixes(model string, blocks []cacheBlock) []prefixPoint {
 			}
 		}
 	}
+	// The next call's last breakpoint looks back into this call's last
+	// blocks: they are keyed in the chain.
+	kept := func(i int) bool { return keyed[i] || i >= len(blocks)-lookback }
 	h := sha256.New()
-	h.Write([]byte(model))
 	out := make([]prefixPoint, len(blocks))
-	size := 0
-	var buf, sum []byte
-	for i, b := range blocks {
+	next := &chain{model: model, links: make([]chainLink, len(blocks)), points: make([]prefixPoint, len(blocks))}
+	n := resumable(model, blocks, keyed, prev)
+	if n > 0 {
+		if u, ok := h.(encoding.BinaryUnmarshaler); !ok || u.UnmarshalBinary(prev.state) != nil {
+			n = 0
+			h.Reset()
+		}
+	}
+	if n > 0 {
+		copy(next.links, prev.links)
+		copy(next.points, prev.points)
+		for i := range n {
+			out[i] = prefixPoint{tokens: prev.points[i].tokens, ttl: blocks[i].ttl}
+			if keyed[i] {
+				out[i].key = prev.points[i].key
+			}
+			next.points[i].ttl = blocks[i].ttl
+		}
+		next.size = prev.size
+	} else {
+		h.Write([]byte(model))
+	}
+	var buf, sum, link []byte
+	for i := n; i < len(blocks); i++ {
+		b := blocks[i]
 		if !b.digested {
 			buf = b.digestWith(buf)
 		}
-		size += b.size
+		next.size += b.size
+		link = link[:0]
 		if b.role != "" {
-			h.Write([]byte("\x00message:" + b.role))
+			link = append(append(link, "\x00message:"...), b.role...)
 		}
-		h.Write([]byte("\x00" + b.section + "\x00"))
-		h.Write(b.digest[:])
-		out[i] = prefixPoint{tokens: size / 4, ttl: b.ttl}
-		if keyed[i] {
+		link = append(append(append(link, 0), b.section...), 0)
+		link = append(link, b.digest[:]...)
+		h.Write(link)
+		out[i] = prefixPoint{tokens: next.size / 4, ttl: b.ttl}
+		next.links[i] = chainLink{section: b.section, role: b.role, digest: b.digest}
+		next.points[i] = out[i]
+		if kept(i) {
 			sum = h.Sum(sum[:0])
-			out[i].key = hex.EncodeToString(sum)
+			next.points[i].key = hex.EncodeToString(sum)
+			if keyed[i] {
+				out[i].key = next.points[i].key
+			}
 		}
 	}
-	return out
+	if m, ok := h.(encoding.BinaryMarshaler); ok {
+		if st, err := m.MarshalBinary(); err == nil {
+			next.state = st
+			return out, next
+		}
+	}
+	return out, nil
+}
+
+// resumable is how many of blocks' first blocks are prev's, all of them,
+// or 0: every key this call needs among them must be in prev's chain.
+func resumable(model string, blocks []cacheBlock, keyed []bool, prev *chain) int {
+	if prev == nil || prev.model != model || len(prev.links) == 0 || len(prev.links) > len(blocks) {
+		return 0
+	}
+	for i := range prev.links {
+		b, l := &blocks[i], &prev.links[i]
+		if !b.digested || b.digest != l.digest || b.section != l.section || b.role != l.role {
+			return 0
+		}
+		if keyed[i] && prev.points[i].key == "" {
+			return 0
+		}
+	}
+	return len(prev.links)
 }
 
 // canonicalTo appends a block's JSON without its cache_control, keys
@@ -321,9 +403,11 @@ type cacheEntry struct {
 }
 
 // use bills a call at simulated time now and updates the cache: total is
-// the input the call would cost uncached.
-func (c *promptCache) use(model, agent string, blocks []cacheBlock, total int, now time.Time) CacheUsage {
-	pts := prefixes(model, blocks)
+// the input the call would cost uncached. prev is the chain of a call
+// whose blocks this one's may start with (nil: none); the chain returned
+// is this call's, for the next.
+func (c *promptCache) use(model, agent string, blocks []cacheBlock, total int, now time.Time, prev *chain) (CacheUsage, *chain) {
+	pts, next := chainPrefixes(model, blocks, prev)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil {
@@ -405,7 +489,7 @@ func (c *promptCache) use(model, agent string, blocks []cacheBlock, total int, n
 		u.Points = append(u.Points, cp)
 	}
 	u.Input = max(0, total-u.Read-u.Write5m-u.Write1h)
-	return u
+	return u, next
 }
 
 // snapshot lists the live entries at now, longest prefix first.

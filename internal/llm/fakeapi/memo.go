@@ -104,6 +104,9 @@ type parsed struct {
 	msgs  []*msgPart // the parts of obj["messages"], in order; nil if it was decoded whole
 	tools *listPart  // the part of obj["tools"], if any
 	sys   *listPart  // the part of obj["system"], if any
+	// split is this body's split, kept among the recent ones; from is
+	// the one it was read against, if any.
+	split, from *split
 }
 
 // parse decodes body, reading the parts it has seen from the memo. ok is
@@ -162,7 +165,7 @@ func (s *Server) parse(body []byte) (p *parsed, ok bool) {
 			return nil, false
 		}
 	}
-	s.recent.keep(sk)
+	p.split, p.from = s.recent.keep(sk), sk.from
 	return p, true
 }
 

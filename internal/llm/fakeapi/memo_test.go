@@ -56,8 +56,24 @@ func readBoth(t testing.TB, s *Server, body []byte) (fast bool) {
 				g.path(), g.role, g.ttl, g.digest[:4], g.size, w.path(), w.role, w.ttl, w.digest[:4], w.size)
 		}
 	}
-	if got, want := prefixes(got.model, got.blocks), prefixes(plain.model, plain.blocks); fmt.Sprint(got) != fmt.Sprint(want) {
+	want := prefixes(plain.model, plain.blocks)
+	if got := prefixes(got.model, got.blocks); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("prefixes differ:\nmemo  %v\nplain %v", got, want)
+	}
+	if p != nil {
+		// As the server bills it: resumed from the chain of the body it
+		// was split against.
+		var prev *chain
+		if p.from != nil {
+			prev = p.from.chain.Load()
+		}
+		resumed, next := chainPrefixes(got.model, got.blocks, prev)
+		if fmt.Sprint(resumed) != fmt.Sprint(want) {
+			t.Fatalf("prefixes resumed from a chain of %d blocks differ:\nresumed %v\nplain   %v", len(prev.links), resumed, want)
+		}
+		if next != nil {
+			p.split.chain.Store(next)
+		}
 	}
 	return fast
 }
@@ -77,6 +93,26 @@ func conversation(turns int, extra ...string) string {
 		`"tools":[{"name":"bash","input_schema":{"type":"object"}},{"name":"read","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}]`,
 	}, extra...)
 	return "{" + strings.Join(fields, ",") + "}"
+}
+
+// agentCall is a valid request of an agent after turns rounds of a tool
+// call, marked for the cache as troupe marks it: the tools, the system
+// prompt and the last message, which moves on every call.
+func agentCall(turns int) string {
+	msgs := []string{`{"role":"user","content":[{"type":"text","text":"Start.","cache_control":{"type":"ephemeral"}}]}`}
+	for i := 1; i <= turns; i++ {
+		cc := ""
+		if i == turns {
+			msgs[0] = `{"role":"user","content":"Start."}`
+			cc = `,"cache_control":{"type":"ephemeral"}`
+		}
+		msgs = append(msgs,
+			fmt.Sprintf(`{"role":"assistant","content":[{"type":"text","text":"Turn %d."},{"type":"tool_use","id":"t%d","name":"bash","input":{"command":"echo %d"}}]}`, i, i, i),
+			fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":"%d\n"%s}]}`, i, i, cc))
+	}
+	return `{"max_tokens":64,"messages":[` + strings.Join(msgs, ",") + `],"model":"claude-sonnet-4-5","stream":true,` +
+		`"system":[{"type":"text","text":"You are 'team-lead', an agent."},{"type":"text","text":"Rules.","cache_control":{"type":"ephemeral"}}],` +
+		`"tools":[{"name":"bash","input_schema":{"type":"object"}},{"name":"read","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}]}`
 }
 
 // TestMemoReadsAnAgentsCalls: an agent's growing conversation reads the
@@ -229,6 +265,9 @@ func FuzzParsedMatchesPlain(f *testing.F) {
 // server reuses where the two share a start or an end, reads as plainly.
 func FuzzSplitAfterAnother(f *testing.F) {
 	for _, pair := range [][2]string{
+		{agentCall(2), agentCall(3)},
+		{agentCall(3), agentCall(2)},
+		{agentCall(0), agentCall(1)},
 		{conversation(2), conversation(3)},
 		{conversation(3), conversation(2)},
 		{conversation(3), conversation(3, `"metadata":{"user_id":"u"}`)},
@@ -247,14 +286,15 @@ func FuzzSplitAfterAnother(f *testing.F) {
 }
 
 // TestSplitReusesRecent: an agent's next call is split from its last one:
-// every message of the last call is taken from its split, unscanned, and
-// so are the system prompt and tools after them.
+// every message of the last call but the one that lost its breakpoint is
+// taken from its split, unscanned, and so are the system prompt and tools
+// after them; the prompt cache's hashes resume after the last call's.
 func TestSplitReusesRecent(t *testing.T) {
 	s := memoServer(t)
 	for i := 0; i <= 5; i++ {
-		readBoth(t, s, []byte(conversation(i)))
+		readBoth(t, s, []byte(agentCall(i)))
 	}
-	body := []byte(conversation(6))
+	body := []byte(agentCall(6))
 	sk := s.recent.against(body)
 	members, ok := splitObject(sk)
 	if !ok {
@@ -266,13 +306,23 @@ func TestSplitReusesRecent(t *testing.T) {
 			reused++
 		}
 	}
-	if want := 1 + 2*5; reused != want {
+	// All of the last call's messages but its last, whose breakpoint
+	// has moved on.
+	if want := 2 * 5; reused != want {
 		t.Errorf("%d of %d messages taken from the last split, want %d", reused, len(sk.elems), want)
 	}
 	for _, m := range members {
 		if (m.key == "tools" || m.key == "system") && m.list == nil {
 			t.Errorf("%s was scanned again", m.key)
 		}
+	}
+	p, ok := s.parse(body)
+	if !ok || p.from == nil {
+		t.Fatal("conversation(6) was not parsed against a recent split")
+	}
+	blocks := p.blocks()
+	if n := resumable("claude-sonnet-4-5", blocks, make([]bool, len(blocks)), p.from.chain.Load()); n == 0 {
+		t.Error("the prompt cache's hashes were not resumed from the last call's")
 	}
 	s.recent.mu.Lock()
 	defer s.recent.mu.Unlock()

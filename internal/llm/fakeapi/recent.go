@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // The memo saves decoding a message twice, but every call was still
@@ -31,6 +32,8 @@ type split struct {
 	body    []byte // never changed once read
 	members []span // the top-level values, in order
 	elems   []span // the messages, in order
+	// chain is the prompt cache's hashes of the call, once billed.
+	chain atomic.Pointer[chain]
 }
 
 // span is one value of a split body, with what the memo made of it.
@@ -69,7 +72,7 @@ func (r *recentSplits) against(body []byte) *skipper {
 
 // keep adds the split sk recorded, in place of the one it was read against:
 // that conversation has moved on.
-func (r *recentSplits) keep(sk *skipper) {
+func (r *recentSplits) keep(sk *skipper) *split {
 	sp := &split{body: sk.body, members: sk.members, elems: sk.elems}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -78,7 +81,7 @@ func (r *recentSplits) keep(sk *skipper) {
 		r.list = slices.Delete(r.list, i, i+1)
 	}
 	if len(sp.body) > recentBytes/4 {
-		return // a body this large would crowd out every other
+		return sp // a body this large would crowd out every other
 	}
 	r.list = append(r.list, sp)
 	r.bytes += len(sp.body)
@@ -87,6 +90,7 @@ func (r *recentSplits) keep(sk *skipper) {
 		r.list[0] = nil
 		r.list = r.list[1:]
 	}
+	return sp
 }
 
 // commonPrefix is the length of the longest common start of a and b.

@@ -275,7 +275,14 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	if !s.opt.NoPromptCache {
 		// The cache is kept for the model the request named, whatever
 		// the script's model says the answer came from.
-		cu := s.cache.use(req.model, c.rec.Agent, req.blocks, msg.Usage.InputTokens, s.clock.at())
+		var prev *chain
+		if p != nil && p.from != nil {
+			prev = p.from.chain.Load()
+		}
+		cu, next := s.cache.use(req.model, c.rec.Agent, req.blocks, msg.Usage.InputTokens, s.clock.at(), prev)
+		if p != nil && p.split != nil && next != nil {
+			p.split.chain.Store(next)
+		}
 		c.rec.Cache = cu.Points
 		if !rl.usage.set() { // a script's own figures win
 			msg.Usage.InputTokens = cu.Input
