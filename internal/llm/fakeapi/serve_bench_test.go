@@ -77,3 +77,36 @@ func BenchmarkServeHistory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkServeConversation is the fake server's cost per call of one
+// agent's conversation as it grows, call after call, from 20 to 219 tool
+// rounds (then again): each body is the one before with a round added and
+// the cache breakpoint moved onto it, which the server reads against the
+// split and the prompt-cache chain of the call before.
+func BenchmarkServeConversation(b *testing.B) {
+	s, err := fakeapi.ParseScript([]byte("rules:\n  - times: 0\n    reply:\n      - tool_use: {name: bash, input: {command: echo}}\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := fakeapi.New(s, fakeapi.Options{NoRecords: true})
+	defer srv.Close()
+	bodies := make([][]byte, 200)
+	size := 0
+	for i := range bodies {
+		bodies[i] = agentBody(20+i, "")
+		size += len(bodies[i])
+	}
+	n := 0
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, "/v1/messages", bytes.NewReader(bodies[n%len(bodies)]))
+		n++
+		req.Header.Set("x-api-key", "k")
+		req.Header.Set("anthropic-version", "2023-06-01")
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			b.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+	}
+	b.ReportMetric(float64(size)/float64(len(bodies))/1024, "KB/body")
+}
