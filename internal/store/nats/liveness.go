@@ -103,7 +103,8 @@ func (t *Team) beat(ctx context.Context, members map[string]time.Time) error {
 func (t *Team) forgetBeats(ctx context.Context, cur, next store.Roster) {
 	for _, name := range store.HeartbeatsBack(&cur, &next) {
 		// A delete, not a purge: watchers tell it from an expiry.
-		if err := t.s.beats.Delete(ctx, beatKey(t.gen, name)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		err := t.s.try(ctx, func(ctx context.Context) error { return t.s.beats.Delete(ctx, beatKey(t.gen, name)) })
+		if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 			t.s.opts.Logger.Warn("nats store: drop heartbeat", "member", name, "err", err)
 		}
 	}

@@ -30,7 +30,11 @@ type presenceRec struct {
 func (t *Team) notePresence(ctx context.Context, member string) {
 	host, _ := os.Hostname()
 	data, _ := json.Marshal(presenceRec{Host: host, PID: os.Getpid(), At: t.s.now()})
-	if _, err := t.s.teams.Put(ctx, presenceKey(t.gen, member), data); err != nil {
+	err := t.s.try(ctx, func(ctx context.Context) error {
+		_, err := t.s.teams.Put(ctx, presenceKey(t.gen, member), data)
+		return err
+	})
+	if err != nil {
 		t.s.opts.Logger.Warn("nats store: record presence", "member", member, "err", err)
 	}
 }
@@ -46,7 +50,12 @@ func (t *Team) Presence(ctx context.Context) ([]store.Presence, error) {
 	var out []store.Presence
 	for _, name := range r.Names() {
 		p := store.Presence{Member: name}
-		if e, err := t.s.teams.Get(ctx, presenceKey(t.gen, name)); err == nil {
+		var e jetstream.KeyValueEntry
+		err := t.s.try(ctx, func(ctx context.Context) (err error) {
+			e, err = t.s.teams.Get(ctx, presenceKey(t.gen, name))
+			return err
+		})
+		if err == nil {
 			var rec presenceRec
 			if json.Unmarshal(e.Value(), &rec) == nil {
 				p.Host, p.PID, p.At = rec.Host, rec.PID, rec.At
@@ -54,7 +63,11 @@ func (t *Team) Presence(ctx context.Context) ([]store.Presence, error) {
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return nil, fmt.Errorf("presence of %s: %w", name, err)
 		}
-		c, err := t.s.inbox.Consumer(ctx, mb.consumer(name))
+		var c jetstream.Consumer
+		err = t.s.try(ctx, func(ctx context.Context) (err error) {
+			c, err = t.s.inbox.Consumer(ctx, mb.consumer(name))
+			return err
+		})
 		switch {
 		case errors.Is(err, jetstream.ErrConsumerNotFound):
 			// Never read: everything sent is lag.

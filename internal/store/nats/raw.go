@@ -427,10 +427,12 @@ func (s *Store) request(ctx context.Context, m *natsgo.Msg) (*natsgo.Msg, error)
 
 // try runs fn, an idempotent request to the server, with a deadline of
 // requestTimeout for each attempt, retried as retryTransient does. Every
-// request goes through it or bounds itself: a request lost while a node
-// dies or a leader is elected, or one the server drops without an answer
-// (an ack past a new consumer leader's delivered sequence), would
-// otherwise wait for the caller's whole deadline.
+// request of the store goes through it or has a deadline of its own
+// (watches aside, whose ctx is their lifetime, and Open's, which its
+// caller bounds): a request lost while a node dies or a leader is
+// elected, or one the server drops without an answer (an ack past a new
+// consumer leader's delivered sequence), would otherwise wait for the
+// caller's whole deadline.
 func (s *Store) try(ctx context.Context, fn func(context.Context) error) error {
 	return s.retryTransient(ctx, func() error {
 		actx, cancel := context.WithTimeout(ctx, requestTimeout)

@@ -225,6 +225,9 @@ func (s *Store) DeleteTeam(ctx context.Context, name string) error {
 // are kept as an archive. Failures are logged: the team is already gone
 // and nothing reads this state any more.
 func (s *Store) purgeGen(ctx context.Context, gen string, all bool) {
+	// Best effort, and never held up longer than a few requests' time.
+	ctx, cancel := context.WithTimeout(ctx, 4*requestTimeout)
+	defer cancel()
 	warn := func(what string, err error) {
 		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			s.opts.Logger.Warn("nats store: purge of a removed team", "what", what, "gen", gen, "err", err)
