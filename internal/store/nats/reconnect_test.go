@@ -58,9 +58,10 @@ func TestReconnectRewindsInbox(t *testing.T) {
 // TestAckDroppedByServer: an ack that reaches a consumer which has not yet
 // delivered that far (rewound after a reconnect, or a leader just elected
 // in a cluster) is dropped by the server with no answer. Ack sends it
-// again once the consumer has delivered the message anew, and returns;
+// again until the consumer has delivered the message anew, and returns;
 // waiting for the one answer instead held the reader until its caller's
-// deadline (a cluster test's whole three minutes).
+// deadline (a cluster test's whole three minutes). The push starts again
+// only once the ack has gone out twice: the first is dropped for certain.
 func TestAckDroppedByServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -96,8 +97,13 @@ func TestAckDroppedByServer(t *testing.T) {
 	defer acancel()
 	acked := make(chan error, 1)
 	go func() { acked <- mb.Ack(actx, "alice", "m1") }()
-	if _, err := acks.NextMsgWithContext(ctx); err != nil {
-		t.Fatalf("no ack sent: %v", err)
+	for i := range 2 {
+		wctx, wcancel := context.WithTimeout(ctx, 3*requestTimeout)
+		_, err := acks.NextMsgWithContext(wctx)
+		wcancel()
+		if err != nil {
+			t.Fatalf("ack %d never sent (%v); Ack returned %v", i+1, err, pollErr(acked))
+		}
 	}
 	if err := nm.consume(r, "alice"); err != nil {
 		t.Fatal(err)
@@ -111,5 +117,15 @@ func TestAckDroppedByServer(t *testing.T) {
 	}
 	if info := cons.CachedInfo(); info.AckFloor.Stream == 0 || info.NumAckPending != 0 {
 		t.Errorf("after the ack: floor %d, %d waiting for one", info.AckFloor.Stream, info.NumAckPending)
+	}
+}
+
+// pollErr is what ch holds, if anything yet.
+func pollErr(ch chan error) any {
+	select {
+	case err := <-ch:
+		return err
+	default:
+		return "nothing yet"
 	}
 }
