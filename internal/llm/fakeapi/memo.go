@@ -120,7 +120,8 @@ func (s *Server) parse(body []byte) (p *parsed, ok bool) {
 	p = &parsed{obj: make(map[string]any, len(members))}
 	for mi := range members {
 		m := &members[mi]
-		raw := body[m.start:m.end]
+		v := &sk.members[m.index]
+		raw := body[v.start:v.end]
 		var err error
 		switch m.key {
 		case "messages":
@@ -144,13 +145,12 @@ func (s *Server) parse(body []byte) (p *parsed, ok bool) {
 			p.obj[m.key] = list
 			continue
 		case "tools", "system":
-			lp := m.list
-			if lp == nil {
-				if lp, err = s.listPart(m.key, raw); err != nil {
+			if v.list == nil {
+				if v.list, err = s.listPart(m.key, raw); err != nil {
 					return nil, false
 				}
-				sk.members[m.index].list = lp
 			}
+			lp := v.list
 			if m.key == "tools" {
 				p.tools = lp
 			} else {
@@ -283,10 +283,8 @@ func (p *parsed) blocks() []cacheBlock {
 // are checked by decode, when first seen.
 
 type member struct {
-	key        string
-	start, end int       // the value's bytes in the body
-	list       *listPart // taken from a recent split
-	index      int       // in the skipper's members
+	key   string
+	index int // its value's span in the skipper's members
 	// The messages array's elements, sk.elems[elemLo:elemHi].
 	elemLo, elemHi int
 }
@@ -331,25 +329,23 @@ func splitObject(sk *skipper) ([]member, bool) {
 		}
 		i = skipSpace(data, i+1)
 		m := member{key: key, index: len(sk.members)}
+		var v span
 		if key == "messages" && i < len(data) && data[i] == '[' {
 			// Split in place: the array's end is found by its
 			// messages, most of which the skipper knows.
 			m.elemLo = len(sk.elems)
-			if m.end, ok = splitArray(sk, i); !ok {
+			v.start = i
+			if v.end, ok = splitArray(sk, i); !ok {
 				return nil, false
 			}
-			m.start, m.elemHi = i, len(sk.elems)
-		} else {
-			v, ok := sk.member(i)
-			if !ok {
-				return nil, false
-			}
-			m.start, m.end, m.list = v.start, v.end, v.list
+			m.elemHi = len(sk.elems)
+		} else if v, ok = sk.skip(false, i); !ok {
+			return nil, false
 		}
 		out = append(out, m)
-		sk.members = append(sk.members, span{start: m.start, end: m.end, list: m.list})
+		sk.members = append(sk.members, v)
 		var more bool
-		if i, more, ok = afterValue(data, m.end, '}'); !ok {
+		if i, more, ok = afterValue(data, v.end, '}'); !ok {
 			return nil, false
 		}
 		if !more {
@@ -383,7 +379,7 @@ func splitArray(sk *skipper, lo int) (int, bool) {
 		return i + 1, true
 	}
 	for {
-		e, ok := sk.elem(i)
+		e, ok := sk.skip(true, i)
 		if !ok {
 			return 0, false
 		}
@@ -475,7 +471,7 @@ func plainScalar(raw []byte) (v any, ok bool) {
 	if len(digits) > 0 && digits[0] == '-' {
 		digits = digits[1:]
 	}
-	if len(digits) == 0 || len(digits) > 15 || (digits[0] == '0' && len(digits) > 1) {
+	if len(digits) == 0 || (digits[0] == '0' && len(digits) > 1) {
 		return nil, false
 	}
 	for _, c := range digits {

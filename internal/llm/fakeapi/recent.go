@@ -134,10 +134,10 @@ type skipper struct {
 	members, elems []span
 }
 
-// reused finds in list (from's members or messages, cursor k) the span
+// reused finds among from's messages (elems) or top-level values the span
 // that starts at i of the body, wholly inside the common start or end,
 // shifted to the body's offsets.
-func (sk *skipper) reused(list []span, k *int, i int) (span, bool) {
+func (sk *skipper) reused(elems bool, i int) (span, bool) {
 	if sk.from == nil || i >= len(sk.body) {
 		return span{}, false
 	}
@@ -145,6 +145,10 @@ func (sk *skipper) reused(list []span, k *int, i int) (span, bool) {
 	case '"', '{', '[':
 	default:
 		return span{}, false
+	}
+	list, k := sk.from.members, &sk.km
+	if elems {
+		list, k = sk.from.elems, &sk.ke
 	}
 	if i < sk.same {
 		for *k < len(list) && list[*k].start < i {
@@ -171,34 +175,12 @@ func (sk *skipper) reused(list []span, k *int, i int) (span, bool) {
 	return s, true
 }
 
-// member skips the top-level value at i.
-func (sk *skipper) member(i int) (span, bool) {
-	if s, ok := sk.reused(sk.fromMembers(), &sk.km, i); ok {
+// skip returns the span of the value at i: a message (elems) or a
+// top-level value.
+func (sk *skipper) skip(elems bool, i int) (span, bool) {
+	if s, ok := sk.reused(elems, i); ok {
 		return s, true
 	}
 	end, ok := skipValue(sk.body, i)
 	return span{start: i, end: end}, ok
-}
-
-// elem skips the message at i.
-func (sk *skipper) elem(i int) (span, bool) {
-	if s, ok := sk.reused(sk.fromElems(), &sk.ke, i); ok {
-		return s, true
-	}
-	end, ok := skipValue(sk.body, i)
-	return span{start: i, end: end}, ok
-}
-
-func (sk *skipper) fromMembers() []span {
-	if sk.from == nil {
-		return nil
-	}
-	return sk.from.members
-}
-
-func (sk *skipper) fromElems() []span {
-	if sk.from == nil {
-		return nil
-	}
-	return sk.from.elems
 }
