@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -424,4 +425,30 @@ func chmodTree(t *testing.T, dir string, writable bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestUnlockWithDescriptorCopy: a lock is released at unlock even while a
+// copy of its descriptor lives on, as one does in a child forked but not
+// yet exec'd (a tool's bash, a teammate's process). Closing alone left the
+// lock held until that exec: TestStrayTempsSweptAtOpen, beside tests that
+// start processes, found a lock of a closed store taken and swept nothing.
+func TestUnlockWithDescriptorCopy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.lock")
+	var mine, other locks
+	l := mine.get(path)
+	if err := l.lock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	forked, err := syscall.Dup(l.fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(forked)
+	l.unlock()
+	o := other.get(path)
+	ok, err := o.tryLock()
+	if err != nil || !ok {
+		t.Fatalf("after unlock another holder's tryLock = %v, %v; want the lock", ok, err)
+	}
+	o.unlock()
 }

@@ -169,8 +169,14 @@ func lockUnavailable(err error) bool {
 	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)
 }
 
+// unlock releases the flock before it closes the descriptor: closing
+// releases it only when no copy of the descriptor is left, and a fork in
+// flight elsewhere in the process (a tool's bash, a teammate's process)
+// holds a copy until its exec closes it. Until then, another process or
+// Store would find the lock taken.
 func (l *fileLock) unlock() {
-	syscall.Close(l.fd) // closing the only descriptor releases the flock
+	flockFD(l.fd, syscall.LOCK_UN)
+	syscall.Close(l.fd)
 	l.fd = -1
 	l.mu.Unlock()
 }

@@ -143,19 +143,50 @@ func makeSpare(path string) {
 // (the lead's, before any teammate can work) does not wait for a second
 // inode per task, and a claim that comes before its task's spare makes one
 // itself. Close waits for them.
-func (s *Store) spareLater(paths []string) {
+func (s *Store) spareLater(team string, paths []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return // best effort: the first change makes the spare
 	}
-	s.spares.Add(1)
+	s.sparing[team]++
 	go func() {
-		defer s.spares.Done()
 		for _, p := range paths {
 			makeSpare(p)
 		}
+		s.mu.Lock()
+		if s.sparing[team]--; s.sparing[team] == 0 {
+			delete(s.sparing, team)
+		}
+		s.spared.Broadcast()
+		s.mu.Unlock()
 	}()
+}
+
+// waitSpares waits until no spare of team ("": of any team) is being
+// made: a team's directory removed or moved while a spare is made in it
+// failed to go ("directory not empty") or kept the spare.
+func (s *Store) waitSpares(team string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for (team == "" && len(s.sparing) > 0) || s.sparing[team] > 0 {
+		s.spared.Wait()
+	}
+}
+
+// removeTeamDir removes the directory of team n once its spares are made.
+// A file made in it meanwhile by a writer that opened the team before it
+// was deleted fails the removal with ENOTEMPTY; it is tried again a few
+// times.
+func (s *Store) removeTeamDir(n, dir string) error {
+	var err error
+	for range 5 {
+		s.waitSpares(n)
+		if err = os.RemoveAll(dir); !errors.Is(err, syscall.ENOTEMPTY) {
+			return err
+		}
+	}
+	return err
 }
 
 // abort drops a replacement that will not be committed. A spare keeps what

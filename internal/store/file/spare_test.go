@@ -32,7 +32,7 @@ func spareTeam(t *testing.T) (store.Team, string) {
 	if _, err := tm.Tasks().Create(ctx, store.Task{Subject: "one"}); err != nil {
 		t.Fatal(err)
 	}
-	s.spares.Wait() // made in the background
+	s.waitSpares("sp") // made in the background
 	return tm, filepath.Join(s.Dir(), "teams", "sp", "tasks", "1.json")
 }
 
@@ -374,6 +374,10 @@ func TestSnapshotShared(t *testing.T) {
 	if _, err := ts.Create(ctx, store.Task{Subject: "two", Metadata: map[string]any{"k": "v"}}); err != nil {
 		t.Fatal(err)
 	}
+	// The new task's spare is made in the background; a spare landing
+	// between the two snapshots changes the tasks directory, and a changed
+	// directory is read again (a new board, rightly).
+	tm.(*Team).s.waitSpares("sp")
 	list, err := ts.List(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -401,5 +405,32 @@ func TestSnapshotShared(t *testing.T) {
 	}
 	if s1[0].Owner != "" || s3[0].Owner != "alice" {
 		t.Errorf("after the claim: old snapshot owner %q, new %q; want \"\" and alice", s1[0].Owner, s3[0].Owner)
+	}
+}
+
+// TestDeleteTeamRightAfterCreate: a task's spare is made in the background
+// after Create returns; a team deleted meanwhile failed with "directory not
+// empty" when the spare landed while its directory was being removed (in
+// every run of 300 rounds before DeleteTeam waited for the team's spares).
+func TestDeleteTeamRightAfterCreate(t *testing.T) {
+	ctx := context.Background()
+	for i := range 300 {
+		s, err := Open(t.TempDir(), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, err := s.CreateTeam(ctx, store.Roster{Name: "t1", Members: []store.Member{{Name: "alice"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tm.Tasks().(store.TaskBatch).CreateAll(ctx, []store.Task{{Subject: "x"}, {Subject: "y"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteTeam(ctx, "t1"); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -97,8 +97,10 @@ type Store struct {
 	swept      map[string]bool // teams whose stray temporary files were removed
 	closed     bool
 	done       chan struct{}
-	// spares counts the spares being made for new tasks (spareLater).
-	spares sync.WaitGroup
+	// sparing counts, per team key, the goroutines making spares for new
+	// tasks (spareLater); spared is signalled (on mu) when one ends.
+	sparing map[string]int
+	spared  *sync.Cond
 
 	beatMu sync.Mutex
 	beats  map[string]*beatCache // key: team key (beats.go)
@@ -141,9 +143,11 @@ func Open(stateDir string, opts Options) (*Store, error) {
 		rosters:    make(map[string]*rosterCache),
 		beats:      make(map[string]*beatCache),
 		boards:     make(map[string]*boardSnap),
+		sparing:    make(map[string]int),
 		compacting: make(map[string]*time.Timer),
 		done:       make(chan struct{}),
 	}
+	s.spared = sync.NewCond(&s.mu)
 	s.watcher = watcher{teamsDir: teams, hub: &s.hub, poll: opts.PollInterval, disabled: opts.DisableWatch}
 	return s, nil
 }
@@ -161,7 +165,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	s.spares.Wait()
+	s.waitSpares("")
 	s.syncUnsynced("")
 	// Roster logs waiting to be folded are folded now, so that config.json
 	// is the whole roster once no process of the team runs.
@@ -327,7 +331,7 @@ func (s *Store) DeleteTeam(ctx context.Context, name string) error {
 	s.mu.Unlock()
 	s.parsed.forgetTeam(n)
 	s.watcher.forget(dir) // a team made again under the name is watched anew
-	if err := os.RemoveAll(dir); err != nil {
+	if err := s.removeTeamDir(n, dir); err != nil {
 		return fmt.Errorf("delete team %s: %w", n, err)
 	}
 	return syncDir(s.teamsDir)
@@ -375,6 +379,7 @@ func (s *Store) ArchiveTeam(ctx context.Context, name string) (store.Archive, er
 	s.parsed.forgetTeam(n)
 	s.watcher.forget(dir) // a team made again under the name is watched anew
 	s.syncUnsynced(dir)   // an archive keeps the transcripts whole
+	s.waitSpares(n)       // none is made in the archive, or in a team made again under the name
 	if err := os.Rename(dir, dst); err != nil {
 		return store.Archive{}, fmt.Errorf("archive team %s: %w", n, err)
 	}

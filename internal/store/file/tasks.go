@@ -541,7 +541,7 @@ func (b *tasks) Create(ctx context.Context, t store.Task) (store.Task, error) {
 	if err != nil {
 		return store.Task{}, fmt.Errorf("create task: %w", err)
 	}
-	b.t.s.spareLater([]string{b.file(out.ID)})
+	b.t.s.spareLater(b.t.key, []string{b.file(out.ID)})
 	return out, nil
 }
 
@@ -570,7 +570,7 @@ func (b *tasks) CreateAll(ctx context.Context, ts []store.Task) ([]store.Task, e
 	for i, t := range out {
 		paths[i] = b.file(t.ID)
 	}
-	b.t.s.spareLater(paths)
+	b.t.s.spareLater(b.t.key, paths)
 	return out, nil
 }
 
