@@ -668,6 +668,17 @@ func (s *Store) compactSoon(t *Team) {
 	})
 }
 
+// dropFold stops the pending fold of team n, which is being removed (a
+// fold would make its config.lock again in a directory being removed, or
+// in a team made again under the name); s.mu is held. A fold already
+// running takes the config lock: removal retries (removeTeamDir).
+func (s *Store) dropFold(n string) {
+	if tm := s.compacting[n]; tm != nil {
+		tm.Stop()
+		delete(s.compacting, n)
+	}
+}
+
 // compactAll folds every log still waiting into config.json; Close calls
 // it once the store is marked closed, so no new fold is scheduled.
 func (s *Store) compactAll() {

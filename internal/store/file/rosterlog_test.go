@@ -348,3 +348,48 @@ func TestRosterLogUnchangedByBirthTime(t *testing.T) {
 		t.Errorf("after the log was replaced: %+v, %v; want status stopped", m, err)
 	}
 }
+
+// TestRemovedTeamFoldsNothing: a team deleted or archived with a fold of
+// its roster log pending drops the fold, which would make config.lock
+// again in the directory being removed (failing the removal) or in a team
+// made again under the name.
+func TestRemovedTeamFoldsNothing(t *testing.T) {
+	t.Parallel()
+	for _, archive := range []bool{false, true} {
+		s, err := Open(t.TempDir(), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		tm, err := s.CreateTeam(ctx, store.Roster{Name: "t1", Members: []store.Member{{Name: "alice"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending := func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.compacting["t1"] != nil
+		}
+		status := []string{store.StatusIdle, store.StatusWorking}
+		for i := 0; !pending(); i++ { // the fold waits rosterFoldDelay: on a slow machine it may have run
+			if i == 100 {
+				t.Fatal("no fold pending after 100 roster changes")
+			}
+			if _, err := tm.UpdateRoster(ctx, func(r *store.Roster) error { r.Members[0].Status = status[i%2]; return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if archive {
+			_, err = s.ArchiveTeam(ctx, "t1")
+		} else {
+			err = s.DeleteTeam(ctx, "t1")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pending() {
+			t.Errorf("archive %v: a fold of the removed team is still pending", archive)
+		}
+		s.Close()
+	}
+}

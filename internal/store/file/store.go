@@ -328,6 +328,7 @@ func (s *Store) DeleteTeam(ctx context.Context, name string) error {
 	delete(s.rosters, n)
 	s.forgetBeats(n)
 	delete(s.boards, n)
+	s.dropFold(n)
 	s.mu.Unlock()
 	s.parsed.forgetTeam(n)
 	s.watcher.forget(dir) // a team made again under the name is watched anew
@@ -375,6 +376,7 @@ func (s *Store) ArchiveTeam(ctx context.Context, name string) (store.Archive, er
 	delete(s.rosters, n)
 	s.forgetBeats(n)
 	delete(s.boards, n)
+	s.dropFold(n)
 	s.mu.Unlock()
 	s.parsed.forgetTeam(n)
 	s.watcher.forget(dir) // a team made again under the name is watched anew
