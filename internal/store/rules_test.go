@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,13 +180,19 @@ type fakeStore struct {
 	log *slog.Logger
 }
 
-func TestOpen(t *testing.T) {
+// registerFake registers the scheme fake-test once (Register refuses a
+// second time, and -count runs TestOpen again).
+var registerFake = sync.OnceFunc(func() {
 	Register("fake-test", func(ctx context.Context, u *url.URL, cfg OpenConfig) (Store, error) {
 		if u.Opaque == "fail" {
 			return nil, errors.New("no such place")
 		}
 		return &fakeStore{u: u, log: cfg.Logger}, nil
 	})
+})
+
+func TestOpen(t *testing.T) {
+	registerFake()
 	log := slog.New(slog.DiscardHandler)
 	s, err := Open(context.Background(), "FAKE-TEST:somewhere?x=1", WithLogger(log))
 	if err != nil {

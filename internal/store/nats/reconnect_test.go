@@ -78,6 +78,34 @@ func TestAckDroppedByServer(t *testing.T) {
 	// The consumer goes back to its floor while this reader still holds
 	// m1, and pushes nothing until the ack has been dropped.
 	r.cc.Stop()
+	// Stop unsubscribes later, in the push's goroutine; a pull request the
+	// push left on the server would take m1 again at the reset, and the
+	// first ack would be answered (once in a -count=2 run of every
+	// package). Wait until the push has unsubscribed and the server holds
+	// no pull request of it.
+	select {
+	case <-r.cc.Closed():
+	case <-ctx.Done():
+		t.Fatal("the stopped push never closed")
+	}
+	cons, err := s.inbox.Consumer(ctx, nm.consumer("alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumWaiting == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d pull requests still wait after the push stopped", info.NumWaiting)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	if _, err := s.inbox.ResetConsumer(ctx, nm.consumer("alice")); err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +139,7 @@ func TestAckDroppedByServer(t *testing.T) {
 	if err := <-acked; err != nil {
 		t.Fatalf("Ack of a message the consumer delivered again: %v", err)
 	}
-	cons, err := s.inbox.Consumer(ctx, nm.consumer("alice"))
+	cons, err = s.inbox.Consumer(ctx, nm.consumer("alice"))
 	if err != nil {
 		t.Fatal(err)
 	}
