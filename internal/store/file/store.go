@@ -319,6 +319,17 @@ func (s *Store) DeleteTeam(ctx context.Context, name string) error {
 		}
 		return fmt.Errorf("delete team %s: %w", n, err)
 	}
+	s.forgetTeam(n, dir)
+	if err := s.removeTeamDir(n, dir); err != nil {
+		return fmt.Errorf("delete team %s: %w", n, err)
+	}
+	return syncDir(s.teamsDir)
+}
+
+// forgetTeam drops what this Store keeps of team n, in dir, which is being
+// deleted or archived: its readers, caches and pending roster fold, and
+// its watch (a team made again under the name is watched anew).
+func (s *Store) forgetTeam(n, dir string) {
 	s.mu.Lock()
 	for k := range s.readers {
 		if len(k) > len(n) && k[:len(n)+1] == n+"/" {
@@ -331,11 +342,7 @@ func (s *Store) DeleteTeam(ctx context.Context, name string) error {
 	s.dropFold(n)
 	s.mu.Unlock()
 	s.parsed.forgetTeam(n)
-	s.watcher.forget(dir) // a team made again under the name is watched anew
-	if err := s.removeTeamDir(n, dir); err != nil {
-		return fmt.Errorf("delete team %s: %w", n, err)
-	}
-	return syncDir(s.teamsDir)
+	s.watcher.forget(dir)
 }
 
 // archiveStamp is the time in an archive's directory name; it has no "-",
@@ -367,21 +374,9 @@ func (s *Store) ArchiveTeam(ctx context.Context, name string) (store.Archive, er
 	at := s.opts.Now().UTC()
 	id := n + "-" + at.Format(archiveStamp)
 	dst := filepath.Join(archive, id)
-	s.mu.Lock()
-	for k := range s.readers {
-		if len(k) > len(n) && k[:len(n)+1] == n+"/" {
-			delete(s.readers, k)
-		}
-	}
-	delete(s.rosters, n)
-	s.forgetBeats(n)
-	delete(s.boards, n)
-	s.dropFold(n)
-	s.mu.Unlock()
-	s.parsed.forgetTeam(n)
-	s.watcher.forget(dir) // a team made again under the name is watched anew
-	s.syncUnsynced(dir)   // an archive keeps the transcripts whole
-	s.waitSpares(n)       // none is made in the archive, or in a team made again under the name
+	s.forgetTeam(n, dir)
+	s.syncUnsynced(dir) // an archive keeps the transcripts whole
+	s.waitSpares(n)     // none is made in the archive, or in a team made again under the name
 	if err := os.Rename(dir, dst); err != nil {
 		return store.Archive{}, fmt.Errorf("archive team %s: %w", n, err)
 	}
