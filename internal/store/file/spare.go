@@ -7,37 +7,47 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 )
 
-// Task files are replaced through a spare: tasks/.<id>.json.spare holds a
-// task file's previous version. A change writes the new version into the
-// spare, fsyncs it and swaps it with the file in one atomic rename
-// (renameat2 with RENAME_EXCHANGE), so the old version becomes the next
-// spare. A temporary file renamed over the file gives readers the
-// same, but it makes an inode and frees one at every write. On ext4 without
-// a journal (the bench machine's) the allocator then checks every recently
-// freed inode of the group before it takes one: creating a file there cost
-// 0.3-0.7 ms, and a third of the CPU of claims went to it. A file swapped
-// with its spare makes no inode after its second write.
+// Task files are replaced through spares: tasks/.spare.<n>, a pool kept
+// by the board. A change writes the new version into a spare, fsyncs it and
+// swaps it with the task file in one atomic rename (renameat2 with
+// RENAME_EXCHANGE), so the old version becomes that spare. A temporary file
+// renamed over the task file gives readers the same, but it makes an inode
+// and frees one at every write. On ext4 without a journal (the bench
+// machine's) the allocator then checks every recently freed inode of the
+// group before it takes one: creating a file there cost 0.3-0.7 ms, and a
+// third of the CPU of claims went to it. Swapped with a spare, a change
+// makes no inode and frees none.
 //
-// The spare is the inode a reader may still be reading: a reader that
-// opened the file just before it was swapped out reads the spare. So the
-// spare is written only under an exclusive flock taken without waiting,
-// and readers without the lock read under a shared one (readStable): a
-// writer that finds the spare being read writes a temporary file instead,
-// and a reader that finds its file being written, or no longer at its
-// path once read, reads it again (or under the board lock). Every write of
-// a task file is made under the board lock. (Inbox cursors are written in
-// place instead: see cursorfile.go.)
+// The pool is shared by every task of the board: a group commit that writes
+// k task files uses spares 0..k-1 (the pool grows to the largest batch, at
+// most maxSpares; past it a change writes a temporary file). A new task file
+// is a temporary file renamed into place, its one inode: it takes no spare,
+// so a creation makes one inode where a spare per task made two.
 //
-// A crash leaves the file whole (the swap is atomic) and at most a spare
-// with a version that never became the file's: a spare is never read.
+// A spare is the inode a reader may still be reading: a reader that opened
+// a task file just before it was swapped out reads a spare. So a spare is
+// written only under an exclusive flock taken without waiting, and readers
+// without the lock read under a shared one (readStable): a writer that
+// finds a spare being read takes the next one, and a reader that finds its
+// file being written, or no longer at its path once read, reads it again
+// (or under the board lock). Every write of a task file is made under the
+// board lock, so the writers of the pool take turns. (Inbox cursors are
+// written in place instead: see cursorfile.go.)
+//
+// A crash leaves the task file whole (the swap is atomic) and spares with
+// versions that never became, or no longer are, their task's: a spare is
+// never read. Boards written before the pool have a spare per task
+// (.<id>.json.spare): it is never used again, and goes with its task or
+// its team.
 
 // noExchange is set once the file system refuses RENAME_EXCHANGE: the spare
-// is then renamed over the task file, and made again at the next write.
+// is then renamed over the task file, and made again at its next use.
 var noExchange atomic.Bool
 
 // errExchangeUnsupported is exchange's answer where the system or the file
@@ -48,34 +58,50 @@ var errExchangeUnsupported = errors.New("rename exchange unsupported")
 // read it again, or under the lock.
 var errBusy = errors.New("file replaced while it was read")
 
-func sparePath(path string) string {
+// maxSpares bounds a board's pool of spares.
+const maxSpares = 256
+
+// spareName is the name of spare n of a board.
+func spareName(n int) string { return ".spare." + strconv.Itoa(n) }
+
+// legacySparePath is the per-task spare a board written before the pool
+// may hold for the task file at path.
+func legacySparePath(path string) string {
 	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".spare")
 }
 
 // replacement is one file's new version, written and not yet in place.
 type replacement struct {
 	path string
-	f    *os.File // the spare or a temporary file, holding the new version
+	f    *os.File // a spare or a temporary file, holding the new version
 	temp bool
 }
 
-// stage writes data for path into its spare, or into a temporary file
-// while a reader holds the spare.
-func stage(path string, data []byte) (*replacement, error) {
-	f, err := openFile(sparePath(path), os.O_RDWR|os.O_CREATE, 0o600) // as os.CreateTemp made them
-	if err != nil {
-		return nil, err
-	}
-	r := &replacement{path: path, f: f}
-	if err := flockFD(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
-		}
-		if r.f, err = os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*"); err != nil {
+// stager hands out the spares of one directory to the files of one batch
+// of writes, each its own.
+type stager struct {
+	dir  string
+	next int // the spare to try next
+}
+
+// stage writes data for path into the next spare that no reader holds, or
+// into a temporary file when path is new or the pool is exhausted.
+func (g *stager) stage(path string, data []byte) (*replacement, error) {
+	r := &replacement{path: path}
+	if _, err := os.Lstat(path); err == nil {
+		r.f, err = g.spare()
+		if err != nil {
 			return nil, err
 		}
-		r.temp = true
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if r.f == nil {
+		f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+		if err != nil {
+			return nil, err
+		}
+		r.f, r.temp = f, true
 	}
 	if _, err := r.f.WriteAt(data, 0); err != nil {
 		r.abort()
@@ -86,6 +112,27 @@ func stage(path string, data []byte) (*replacement, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// spare opens and locks the next free spare of the pool, making it if it
+// does not exist; nil when every spare up to maxSpares is held by a reader.
+func (g *stager) spare() (*os.File, error) {
+	for ; g.next < maxSpares; g.next++ {
+		f, err := openFile(filepath.Join(g.dir, spareName(g.next)), os.O_RDWR|os.O_CREATE, 0o600) // as os.CreateTemp made them
+		if err != nil {
+			return nil, err
+		}
+		if err := flockFD(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			if !errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+			}
+			continue // a reader holds it: the version it reads stays
+		}
+		g.next++
+		return f, nil
+	}
+	return nil, nil
 }
 
 func (r *replacement) sync() error { return r.f.Sync() }
@@ -101,8 +148,8 @@ func (r *replacement) commit() error {
 		case err == nil:
 			return nil
 		case errors.Is(err, fs.ErrNotExist):
-			// A new file: the spare becomes it (the next write makes a
-			// spare again).
+			// The file went (a hand removal): the spare becomes it, and
+			// is made again at its next use.
 		case errors.Is(err, errExchangeUnsupported):
 			noExchange.Store(true)
 		default:
@@ -115,78 +162,6 @@ func (r *replacement) commit() error {
 		return &os.LinkError{Op: "rename", Old: from, New: r.path, Err: err}
 	}
 	return nil
-}
-
-// makeSpare gives the file at path an empty spare, so that its first
-// change makes no inode: a task's first change is its claim, under the
-// board lock that every claimer of the team waits for, while its creation
-// happens once, by one member. It runs without the lock: a writer that
-// finds the spare made meanwhile writes into it, and one that made it
-// first keeps it. A file removed meanwhile loses the spare made for it
-// (the check comes after the spare is made, so every order of the two
-// ends without one). Best effort: without a spare the first change makes
-// one, as before.
-func makeSpare(path string) {
-	spare := sparePath(path)
-	fd, err := openFD(spare, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return
-	}
-	syscall.Close(fd)
-	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
-		os.Remove(spare)
-	}
-}
-
-// spareLater makes the spares of new task files (makeSpare) in the
-// background, in order, once the creating call has returned: a creation
-// (the lead's, before any teammate can work) does not wait for a second
-// inode per task, and a claim that comes before its task's spare makes one
-// itself. Close waits for them.
-func (s *Store) spareLater(team string, paths []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return // best effort: the first change makes the spare
-	}
-	s.sparing[team]++
-	go func() {
-		for _, p := range paths {
-			makeSpare(p)
-		}
-		s.mu.Lock()
-		if s.sparing[team]--; s.sparing[team] == 0 {
-			delete(s.sparing, team)
-		}
-		s.spared.Broadcast()
-		s.mu.Unlock()
-	}()
-}
-
-// waitSpares waits until no spare of team ("": of any team) is being
-// made: a team's directory removed or moved while a spare is made in it
-// failed to go ("directory not empty") or kept the spare.
-func (s *Store) waitSpares(team string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for (team == "" && len(s.sparing) > 0) || s.sparing[team] > 0 {
-		s.spared.Wait()
-	}
-}
-
-// removeTeamDir removes the directory of team n once its spares are made.
-// A file made in it meanwhile by a writer that opened the team before it
-// was deleted fails the removal with ENOTEMPTY; it is tried again a few
-// times.
-func (s *Store) removeTeamDir(n, dir string) error {
-	var err error
-	for range 5 {
-		s.waitSpares(n)
-		if err = os.RemoveAll(dir); !errors.Is(err, syscall.ENOTEMPTY) {
-			return err
-		}
-	}
-	return err
 }
 
 // abort drops a replacement that will not be committed. A spare keeps what
@@ -255,8 +230,9 @@ func replaceFiles(dir string, paths []string, data [][]byte) ([]fs.FileInfo, err
 			r.abort()
 		}
 	}()
+	g := &stager{dir: dir}
 	for i, path := range paths {
-		r, err := stage(path, data[i])
+		r, err := g.stage(path, data[i])
 		if err != nil {
 			return nil, fmt.Errorf("write %s: %w", path, err)
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -32,7 +34,6 @@ func spareTeam(t *testing.T) (store.Team, string) {
 	if _, err := tm.Tasks().Create(ctx, store.Task{Subject: "one"}); err != nil {
 		t.Fatal(err)
 	}
-	s.waitSpares("sp") // made in the background
 	return tm, filepath.Join(s.Dir(), "teams", "sp", "tasks", "1.json")
 }
 
@@ -52,10 +53,11 @@ func ino(t *testing.T, path string) uint64 {
 	return fi.Sys().(*syscall.Stat_t).Ino
 }
 
-// TestSpareIsReused: a task's changes swap two files, its own and its
-// spare, instead of making a file and freeing one each time.
+// TestSpareIsReused: a task's changes swap two files, its own and a spare
+// of the board's pool, instead of making a file and freeing one each time.
 func TestSpareIsReused(t *testing.T) {
 	tm, path := spareTeam(t)
+	spare := filepath.Join(filepath.Dir(path), spareName(0))
 	setSubject(t, tm, "two") // makes the spare
 	a := ino(t, path)
 	setSubject(t, tm, "three")
@@ -63,99 +65,115 @@ func TestSpareIsReused(t *testing.T) {
 		t.Skip("this file system refuses RENAME_EXCHANGE: every change renames a new file")
 	}
 	b := ino(t, path)
-	if ino(t, sparePath(path)) != a {
+	if ino(t, spare) != a {
 		t.Fatal("the version replaced did not become the spare")
 	}
 	setSubject(t, tm, "four")
-	if got := ino(t, path); got != a || ino(t, sparePath(path)) != b {
-		t.Fatalf("the task file is inode %d after three changes, want %d (its spare's)", got, a)
+	if got := ino(t, path); got != a || ino(t, spare) != b {
+		t.Fatalf("the task file is inode %d after three changes, want %d (the spare's)", got, a)
 	}
 	got, err := tm.Tasks().Get(context.Background(), "1")
 	if err != nil || got.Subject != "four" {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
-	for _, p := range []string{path, sparePath(path)} {
+	for _, p := range []string{path, spare} {
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm()&0o077 != 0 {
 			t.Errorf("%s: mode %v, %v; want it private to its owner, as before the spares", p, fi.Mode(), err)
 		}
 	}
 }
 
-// TestCreateMakesTheSpare: a new task comes with an empty spare, which its
-// first change (a claim, most often) writes into instead of making a file.
-func TestCreateMakesTheSpare(t *testing.T) {
-	tm, path := spareTeam(t)
-	fi, err := os.Stat(sparePath(path))
+// boardFiles returns the names of the files in a board's directory that
+// hold a task's version: task files and spares.
+func boardFiles(t *testing.T, dir string) (tasks, spares []string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
 	if err != nil {
-		t.Fatalf("no spare after Create: %v", err)
-	}
-	if fi.Size() != 0 || fi.Mode().Perm()&0o077 != 0 {
-		t.Fatalf("spare after Create: size %d, mode %v; want empty and private", fi.Size(), fi.Mode())
-	}
-	spare := ino(t, sparePath(path))
-	if _, err := tm.Tasks().Claim(context.Background(), "1", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if noExchange.Load() {
-		t.Skip("this file system refuses RENAME_EXCHANGE: every change renames a new file")
+	for _, e := range ents {
+		switch n := e.Name(); {
+		case strings.HasPrefix(n, ".spare."), strings.Contains(n, ".tmp"), strings.HasSuffix(n, ".spare"):
+			spares = append(spares, n)
+		case strings.HasSuffix(n, ".json"):
+			tasks = append(tasks, n)
+		}
 	}
-	if got := ino(t, path); got != spare {
-		t.Fatalf("the claimed task file is inode %d, want %d (the spare Create made)", got, spare)
+	return tasks, spares
+}
+
+// TestOneFilePerTask: a new task is one file, and the tasks' changes share
+// the board's spares: 20 tasks created, claimed and completed one after
+// another leave 20 task files and one spare, where a spare per task made
+// two inodes per task.
+func TestOneFilePerTask(t *testing.T) {
+	tm, path := spareTeam(t)
+	dir := filepath.Dir(path)
+	if tasks, spares := boardFiles(t, dir); len(tasks) != 1 || len(spares) != 0 {
+		t.Fatalf("after Create: task files %v, spares %v; want one task file and no spare", tasks, spares)
 	}
-	if got, err := tm.Tasks().Get(context.Background(), "1"); err != nil || got.Owner != "alice" {
+	ctx := context.Background()
+	var ts []store.Task
+	for i := range 19 {
+		ts = append(ts, store.Task{Subject: fmt.Sprint("task ", i)})
+	}
+	if _, err := tm.Tasks().(store.TaskBatch).CreateAll(ctx, ts); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 20; i++ {
+		id := strconv.Itoa(i)
+		if _, err := tm.Tasks().Claim(ctx, id, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tm.Tasks().Update(ctx, id, func(x *store.Task) error { x.Status = store.TaskCompleted; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tasks, spares := boardFiles(t, dir)
+	if len(tasks) != 20 || len(spares) != 1 || spares[0] != spareName(0) {
+		t.Fatalf("task files %v, spares %v; want 20 task files and %s", tasks, spares, spareName(0))
+	}
+	if got, err := tm.Tasks().Get(ctx, "20"); err != nil || got.Owner != "alice" || got.Status != store.TaskCompleted {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
 }
 
-// TestCreateAllSparesByClose: the spares of a batch of new tasks are made
-// in the background, and all of them by the time the store is closed.
-func TestCreateAllSparesByClose(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	tm, err := s.CreateTeam(ctx, store.Roster{Name: "sp"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ts []store.Task
-	for i := range 20 {
-		ts = append(ts, store.Task{Subject: fmt.Sprint("task ", i)})
-	}
-	made, err := tm.Tasks().(store.TaskBatch).CreateAll(ctx, ts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for _, task := range made {
-		path := filepath.Join(s.Dir(), "teams", "sp", "tasks", task.ID+".json")
-		if fi, err := os.Stat(sparePath(path)); err != nil || fi.Size() != 0 {
-			t.Errorf("task %s: spare %v, %v; want an empty one", task.ID, fi, err)
+// TestSparesAllHeld: a change whose every spare is held by a reader writes
+// a temporary file instead, and the readers keep the versions they read.
+func TestSparesAllHeld(t *testing.T) {
+	tm, path := spareTeam(t)
+	dir := filepath.Dir(path)
+	var held []*os.File
+	t.Cleanup(func() {
+		for _, f := range held {
+			f.Close()
+		}
+	})
+	for n := range maxSpares {
+		p := filepath.Join(dir, spareName(n))
+		if err := os.WriteFile(p, []byte(fmt.Sprint(n)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, f)
+		if err := flockFD(int(f.Fd()), syscall.LOCK_SH); err != nil { // as readStable does
+			t.Fatal(err)
 		}
 	}
-}
-
-// TestMakeSpareOfRemovedFile: a spare made for a file removed meanwhile is
-// not left behind.
-func TestMakeSpareOfRemovedFile(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "7.json")
-	makeSpare(path)
-	if _, err := os.Lstat(sparePath(path)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("spare of a missing file: %v, want it gone", err)
+	setSubject(t, tm, "two")
+	if got, err := tm.Tasks().Get(context.Background(), "1"); err != nil || got.Subject != "two" {
+		t.Fatalf("Get = %+v, %v", got, err)
 	}
-	if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
-		t.Fatal(err)
+	for n, f := range held {
+		if data, err := os.ReadFile(f.Name()); err != nil || string(data) != fmt.Sprint(n) {
+			t.Fatalf("%s = %q, %v: a held spare was written", f.Name(), data, err)
+		}
 	}
-	if err := os.WriteFile(sparePath(path), []byte("older"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	makeSpare(path) // a spare a writer made first is kept as it is
-	if data, err := os.ReadFile(sparePath(path)); err != nil || string(data) != "older" {
-		t.Fatalf("spare = %q, %v; want the writer's, untouched", data, err)
+	if _, spares := boardFiles(t, dir); len(spares) != maxSpares {
+		t.Fatalf("%d spares, want %d (no temporary file left)", len(spares), maxSpares)
 	}
 }
 
@@ -236,11 +254,16 @@ func TestReadStable(t *testing.T) {
 
 // TestSpareNeverRead: a spare holding anything (a change that crashed
 // before its exchange) is neither read nor reported, and the next change
-// writes over it; removing the task removes its spare.
+// writes over it; removing the task removes a spare of its own that a
+// board written before the pool left.
 func TestSpareNeverRead(t *testing.T) {
 	tm, path := spareTeam(t)
-	if err := os.WriteFile(sparePath(path), []byte(`{"id": "1", "subj`), 0o644); err != nil {
-		t.Fatal(err)
+	// A spare of the pool, and one of a board written before the pool.
+	spares := []string{filepath.Join(filepath.Dir(path), spareName(0)), legacySparePath(path)}
+	for _, p := range spares {
+		if err := os.WriteFile(p, []byte(`{"id": "1", "subj`), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx := context.Background()
 	b, err := tm.Tasks().Board(ctx)
@@ -254,7 +277,7 @@ func TestSpareNeverRead(t *testing.T) {
 	if _, err := tm.Tasks().Update(ctx, "1", func(x *store.Task) error { x.Status = store.TaskDeleted; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{path, sparePath(path)} {
+	for _, p := range []string{path, spares[1]} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s after the task was removed: %v", p, err)
 		}
@@ -333,7 +356,7 @@ func TestReplaceFilesIdentities(t *testing.T) {
 	var data [][]byte
 	for i := range 6 {
 		p := filepath.Join(dir, fmt.Sprintf("%d.json", i+1))
-		if i%2 == 0 { // half of them exist already, with a spare or not
+		if i%2 == 0 { // half of them exist already
 			if err := os.WriteFile(p, []byte("old"), 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -341,7 +364,9 @@ func TestReplaceFilesIdentities(t *testing.T) {
 		paths = append(paths, p)
 		data = append(data, []byte(fmt.Sprintf(`{"n":%d}`, i)))
 	}
-	makeSpare(paths[0])
+	if err := os.WriteFile(filepath.Join(dir, spareName(0)), []byte("a spare"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	fis, err := replaceFiles(dir, paths, data)
 	if err != nil {
 		t.Fatal(err)
@@ -374,10 +399,6 @@ func TestSnapshotShared(t *testing.T) {
 	if _, err := ts.Create(ctx, store.Task{Subject: "two", Metadata: map[string]any{"k": "v"}}); err != nil {
 		t.Fatal(err)
 	}
-	// The new task's spare is made in the background; a spare landing
-	// between the two snapshots changes the tasks directory, and a changed
-	// directory is read again (a new board, rightly).
-	tm.(*Team).s.waitSpares("sp")
 	list, err := ts.List(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -408,10 +429,10 @@ func TestSnapshotShared(t *testing.T) {
 	}
 }
 
-// TestDeleteTeamRightAfterCreate: a task's spare is made in the background
-// after Create returns; a team deleted meanwhile failed with "directory not
-// empty" when the spare landed while its directory was being removed (in
-// every run of 300 rounds before DeleteTeam waited for the team's spares).
+// TestDeleteTeamRightAfterCreate: nothing a Create did lands after it
+// returned. When a task's spare was made in the background, a team deleted
+// meanwhile failed with "directory not empty" when the spare landed while
+// its directory was being removed (in every run of 300 rounds).
 func TestDeleteTeamRightAfterCreate(t *testing.T) {
 	ctx := context.Background()
 	for i := range 300 {

@@ -10,6 +10,7 @@
 //	inbox/<member>.cursor       bytes durably consumed, in two slots (cursorfile.go); the inbox's lock file
 //	inbox/<member>.bad          malformed lines set aside by the reader
 //	tasks/<id>.json             one task per file; tasks/.highwatermark; tasks/.lock
+//	tasks/.spare.<n>            a pool of spares that task files are swapped with (spare.go)
 //	tasks/.version              the board's change log: the ids each change touched (boardcache.go)
 //	transcripts/<member>.jsonl  an agent's conversation, appended under its own lock
 //	events.jsonl                the team journal, appended under events.lock
@@ -49,6 +50,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/store"
@@ -97,10 +99,6 @@ type Store struct {
 	swept      map[string]bool // teams whose stray temporary files were removed
 	closed     bool
 	done       chan struct{}
-	// sparing counts, per team key, the goroutines making spares for new
-	// tasks (spareLater); spared is signalled (on mu) when one ends.
-	sparing map[string]int
-	spared  *sync.Cond
 
 	beatMu sync.Mutex
 	beats  map[string]*beatCache // key: team key (beats.go)
@@ -143,11 +141,9 @@ func Open(stateDir string, opts Options) (*Store, error) {
 		rosters:    make(map[string]*rosterCache),
 		beats:      make(map[string]*beatCache),
 		boards:     make(map[string]*boardSnap),
-		sparing:    make(map[string]int),
 		compacting: make(map[string]*time.Timer),
 		done:       make(chan struct{}),
 	}
-	s.spared = sync.NewCond(&s.mu)
 	s.watcher = watcher{teamsDir: teams, hub: &s.hub, poll: opts.PollInterval, disabled: opts.DisableWatch}
 	return s, nil
 }
@@ -165,7 +161,6 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	s.waitSpares("")
 	s.syncUnsynced("")
 	// Roster logs waiting to be folded are folded now, so that config.json
 	// is the whole roster once no process of the team runs.
@@ -320,7 +315,7 @@ func (s *Store) DeleteTeam(ctx context.Context, name string) error {
 		return fmt.Errorf("delete team %s: %w", n, err)
 	}
 	s.forgetTeam(n, dir)
-	if err := s.removeTeamDir(n, dir); err != nil {
+	if err := s.removeTeamDir(dir); err != nil {
 		return fmt.Errorf("delete team %s: %w", n, err)
 	}
 	return syncDir(s.teamsDir)
@@ -376,7 +371,6 @@ func (s *Store) ArchiveTeam(ctx context.Context, name string) (store.Archive, er
 	dst := filepath.Join(archive, id)
 	s.forgetTeam(n, dir)
 	s.syncUnsynced(dir) // an archive keeps the transcripts whole
-	s.waitSpares(n)     // none is made in the archive, or in a team made again under the name
 	if err := os.Rename(dir, dst); err != nil {
 		return store.Archive{}, fmt.Errorf("archive team %s: %w", n, err)
 	}
@@ -385,6 +379,20 @@ func (s *Store) ArchiveTeam(ctx context.Context, name string) (store.Archive, er
 	}
 	at, _ = time.Parse(archiveStamp, at.Format(archiveStamp)) // as Archives reads it back
 	return store.Archive{ID: id, Team: n, ArchivedAt: at, Path: dst}, syncDir(archive)
+}
+
+// removeTeamDir removes the directory of team n. A file made in it
+// meanwhile (a roster fold already running, a writer in another process
+// that opened the team before it was deleted) fails the removal with
+// ENOTEMPTY; it is tried again a few times.
+func (s *Store) removeTeamDir(dir string) error {
+	var err error
+	for range 5 {
+		if err = os.RemoveAll(dir); !errors.Is(err, syscall.ENOTEMPTY) {
+			return err
+		}
+	}
+	return err
 }
 
 // parseArchiveID splits an archive's id into the team's name and the time.

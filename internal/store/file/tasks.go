@@ -168,7 +168,7 @@ func (b *tasks) apply(in *intent) error {
 		if err := os.Remove(b.file(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove task %s: %w", id, err)
 		}
-		if err := os.Remove(sparePath(b.file(id))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(legacySparePath(b.file(id))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove task %s: %w", id, err)
 		}
 	}
@@ -541,7 +541,6 @@ func (b *tasks) Create(ctx context.Context, t store.Task) (store.Task, error) {
 	if err != nil {
 		return store.Task{}, fmt.Errorf("create task: %w", err)
 	}
-	b.t.s.spareLater(b.t.key, []string{b.file(out.ID)})
 	return out, nil
 }
 
@@ -566,11 +565,6 @@ func (b *tasks) CreateAll(ctx context.Context, ts []store.Task) ([]store.Task, e
 	if err != nil {
 		return nil, fmt.Errorf("create tasks: %w", err)
 	}
-	paths := make([]string, len(out))
-	for i, t := range out {
-		paths[i] = b.file(t.ID)
-	}
-	b.t.s.spareLater(b.t.key, paths)
 	return out, nil
 }
 
