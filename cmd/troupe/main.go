@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/cli"
 	"github.com/troupe-dev/troupe/internal/llm"
+	"github.com/troupe-dev/troupe/internal/store/file"
 )
 
 // gcPercent is the garbage collector's GOGC unless the environment sets
@@ -20,34 +21,44 @@ import (
 // 1000 idle teammates; README "Performance").
 const gcPercent = 200
 
-// minProcs is the fewest Ps (runtime.GOMAXPROCS) troupe runs with unless
-// the environment sets GOMAXPROCS. A team's goroutines spend much of their
+// minProcs is the fewest Ps (runtime.GOMAXPROCS) troupe runs with once
+// its stores' fsyncs turn out to block (file.OnBlockingSync), unless the
+// environment sets GOMAXPROCS. A team's goroutines spend much of their
 // time in fsync, and a goroutine blocked in a system call keeps its P
 // until the runtime's monitor takes it back: on a two-core machine about
 // one fsync is in flight at any time of a busy team's run, and with two Ps
-// teammates that were ready to run waited while a core idled. With three,
-// bench team on that machine's disk runs about a tenth faster, and 4 %
-// slower on tmpfs, where an fsync returns at once; four Ps gained a little
-// more on disk and lost 11 % on tmpfs (README "Performance"). Machines with
-// more cores keep their default, and so does a teammate's own process
-// (troupe agent), which runs one agent loop.
+// teammates that were ready to run waited while a core idled. A third P
+// made bench team on that machine's disk about a tenth faster; on tmpfs,
+// where an fsync returns at once, it made it as much slower, so there the
+// default stays (README "Performance"). Machines with more cores keep
+// their default, and so does a teammate's own process (troupe agent),
+// which runs one agent loop.
 const minProcs = 3
 
 func main() {
-	tuneRuntime(os.Getenv, os.Args[1:])
+	if raise := tuneRuntime(os.Getenv, os.Args[1:]); raise != nil {
+		file.OnBlockingSync(raise)
+	}
 	// Before any request: the providers' default client uses it.
 	llm.TuneTransport(http.DefaultTransport.(*http.Transport))
 	os.Exit(cli.Run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// tuneRuntime sets the collector's and the scheduler's figures that the
-// environment leaves to their defaults, for the command args.
-func tuneRuntime(getenv func(string) string, args []string) {
+// tuneRuntime sets the collector's figure unless the environment does,
+// and returns what raises the scheduler's Ps to minProcs once the stores'
+// fsyncs block, or nil where they stay as they are (GOMAXPROCS set, or the
+// command args are troupe agent's).
+func tuneRuntime(getenv func(string) string, args []string) (raise func()) {
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
 	agent := len(args) > 0 && args[0] == "agent"
-	if getenv("GOMAXPROCS") == "" && !agent && runtime.GOMAXPROCS(0) < minProcs {
-		runtime.GOMAXPROCS(minProcs)
+	if getenv("GOMAXPROCS") != "" || agent {
+		return nil
+	}
+	return func() {
+		if runtime.GOMAXPROCS(0) < minProcs {
+			runtime.GOMAXPROCS(minProcs)
+		}
 	}
 }

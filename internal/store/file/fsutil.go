@@ -304,7 +304,7 @@ func appendLinesSync(path string, lines [][]byte, checks []func(size int64) erro
 
 // syncAppended fsyncs a file appended to; a seam for tests that count
 // fsyncs.
-var syncAppended = func(f *os.File) error { return f.Sync() }
+var syncAppended = func(f *os.File) error { return timedSync(f.Sync) }
 
 // appendWrite writes an appended line; a seam for tests that inject a
 // failed or short write.

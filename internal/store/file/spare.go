@@ -135,7 +135,7 @@ func (g *stager) spare() (*os.File, error) {
 	return nil, nil
 }
 
-func (r *replacement) sync() error { return r.f.Sync() }
+func (r *replacement) sync() error { return timedSync(r.f.Sync) }
 
 // commit puts the new version in place; the directory still needs an
 // fsync for the change to be durable.
