@@ -13,9 +13,10 @@ import (
 
 // taskCache keeps the last parsed version of each task file, valid while
 // the file is the same inode with the same size and mtime (every write of
-// the store swaps in another inode, its spare or a new file: a change shows
-// in the inode, and a spare swapped back in at a later write shows in its
-// mtime, since only files older than racyWindow are cached). A board
+// the store swaps in another inode, a spare of the board's pool or a new
+// file: a change shows in the inode, and an inode that comes back through
+// the pool at a later write shows in its mtime, since only files older
+// than racyWindow are cached). A board
 // read then costs one stat per task instead of an open, reads and a parse:
 // idle teammates read the whole board after every change.
 //
