@@ -115,12 +115,17 @@ func (g *stager) stage(path string, data []byte) (*replacement, error) {
 }
 
 // spare opens and locks the next free spare of the pool, making it if it
-// does not exist; nil when every spare up to maxSpares is held by a reader.
+// does not exist; nil when no spare up to maxSpares can be had. A spare
+// that cannot be opened (a directory or a symlink put in its place) is
+// passed over like one a reader holds; where nothing can be created at all, the
+// temporary file that follows reports why.
 func (g *stager) spare() (*os.File, error) {
 	for ; g.next < maxSpares; g.next++ {
-		f, err := openFile(filepath.Join(g.dir, spareName(g.next)), os.O_RDWR|os.O_CREATE, 0o600) // as os.CreateTemp made them
+		// Not through a symlink: a spare is written over, and one put in
+		// its place would have the write land where it points.
+		f, err := openFile(filepath.Join(g.dir, spareName(g.next)), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600) // as os.CreateTemp made them
 		if err != nil {
-			return nil, err
+			continue
 		}
 		if err := flockFD(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 			f.Close()

@@ -138,6 +138,34 @@ func TestOneFilePerTask(t *testing.T) {
 	}
 }
 
+// TestUnusableSparePassedOver: a spare that cannot be opened (a directory
+// in its place) or must not be (a symlink, whose target the write would
+// replace) is passed over, and the change goes through the next one.
+func TestUnusableSparePassedOver(t *testing.T) {
+	tm, path := spareTeam(t)
+	dir := filepath.Dir(path)
+	if err := os.Mkdir(filepath.Join(dir, spareName(0)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "outside")
+	if err := os.WriteFile(outside, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, spareName(1))); err != nil {
+		t.Fatal(err)
+	}
+	setSubject(t, tm, "two")
+	if got, err := tm.Tasks().Get(context.Background(), "1"); err != nil || got.Subject != "two" {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+	if data, err := os.ReadFile(outside); err != nil || string(data) != "keep" {
+		t.Fatalf("the symlink's target = %q, %v; want it untouched", data, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, spareName(2))); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("the change did not go through the next spare: %v, %v", fi, err)
+	}
+}
+
 // TestSparesAllHeld: a change whose every spare is held by a reader writes
 // a temporary file instead, and the readers keep the versions they read.
 func TestSparesAllHeld(t *testing.T) {
