@@ -356,15 +356,9 @@ func TestRosterLogUnchangedByBirthTime(t *testing.T) {
 func TestRemovedTeamFoldsNothing(t *testing.T) {
 	t.Parallel()
 	for _, archive := range []bool{false, true} {
-		s, err := Open(t.TempDir(), Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx := context.Background()
-		tm, err := s.CreateTeam(ctx, store.Roster{Name: "t1", Members: []store.Member{{Name: "alice"}}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		tm := newTestTeam(t, t.TempDir(), "alice")
+		s, ctx := tm.s, context.Background()
+		var err error
 		pending := func() bool {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -390,6 +384,5 @@ func TestRemovedTeamFoldsNothing(t *testing.T) {
 		if pending() {
 			t.Errorf("archive %v: a fold of the removed team is still pending", archive)
 		}
-		s.Close()
 	}
 }

@@ -21,20 +21,11 @@ import (
 // spareTeam is a team on a fresh store with task #1, and the path of its file.
 func spareTeam(t *testing.T) (store.Team, string) {
 	t.Helper()
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
+	tm := newTestTeam(t, t.TempDir())
+	if _, err := tm.Tasks().Create(context.Background(), store.Task{Subject: "one"}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
-	ctx := context.Background()
-	tm, err := s.CreateTeam(ctx, store.Roster{Name: "sp"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tm.Tasks().Create(ctx, store.Task{Subject: "one"}); err != nil {
-		t.Fatal(err)
-	}
-	return tm, filepath.Join(s.Dir(), "teams", "sp", "tasks", "1.json")
+	return tm, tm.path("tasks", "1.json")
 }
 
 func setSubject(t *testing.T, tm store.Team, subject string) {

@@ -315,7 +315,7 @@ func (s *Store) DeleteTeam(ctx context.Context, name string) error {
 		return fmt.Errorf("delete team %s: %w", n, err)
 	}
 	s.forgetTeam(n, dir)
-	if err := s.removeTeamDir(dir); err != nil {
+	if err := removeTeamDir(dir); err != nil {
 		return fmt.Errorf("delete team %s: %w", n, err)
 	}
 	return syncDir(s.teamsDir)
@@ -381,11 +381,11 @@ func (s *Store) ArchiveTeam(ctx context.Context, name string) (store.Archive, er
 	return store.Archive{ID: id, Team: n, ArchivedAt: at, Path: dst}, syncDir(archive)
 }
 
-// removeTeamDir removes the directory of team n. A file made in it
-// meanwhile (a roster fold already running, a writer in another process
-// that opened the team before it was deleted) fails the removal with
-// ENOTEMPTY; it is tried again a few times.
-func (s *Store) removeTeamDir(dir string) error {
+// removeTeamDir removes a team's directory. A file made in it meanwhile (a
+// roster fold already running, a writer in another process that opened
+// the team before it was deleted) fails the removal with ENOTEMPTY; it is
+// tried again a few times.
+func removeTeamDir(dir string) error {
 	var err error
 	for range 5 {
 		if err = os.RemoveAll(dir); !errors.Is(err, syscall.ENOTEMPTY) {
