@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/troupe-dev/troupe/internal/store"
@@ -256,6 +257,23 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 		return nil, err
 	}
 	defer r.unlock()
+	// A Receive that may wait notes the messages sent meanwhile, through a
+	// core subscription to the inbox's subject (subscribed before last is
+	// read, so a message stored after that read is noted): a push that
+	// goes quiet while it waits (a cluster node killed, the consumer's
+	// leader moved) is found by the stall check below, which otherwise
+	// knows only what was stored when Receive began. Best effort: without
+	// it a quiet push waits for the next Receive's check.
+	var sent chan struct{}
+	if ctx.Err() == nil {
+		sent = make(chan struct{}, 1)
+		sub, err := mb.t.s.nc.Subscribe(mb.subject(name), func(*natsgo.Msg) { wake(sent) })
+		if err != nil {
+			sent = nil
+		} else {
+			defer sub.Unsubscribe()
+		}
+	}
 	// The consumer pushes in batches: what was in the inbox when Receive
 	// was called is handed out in one answer, as the contract has it, so
 	// Receive waits for the push to reach the subject's last message.
@@ -266,9 +284,12 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 	var out []store.Message
 	// A message stored past what the consumer pushed and still not pushed
 	// after pushStall: the consumer is repushed from its ack floor (its
-	// pull can go quiet around a hub restart and a rewind).
+	// pull can go quiet around a hub restart and a rewind). recheck: a
+	// message was sent since last was read, which is read again when the
+	// timer fires.
 	stall := time.NewTimer(time.Duration(pushStall.Load()))
 	defer stall.Stop()
+	recheck := false
 	for {
 		if err := mb.open(context.WithoutCancel(ctx), r, name); err != nil {
 			return nil, err
@@ -278,7 +299,7 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 			return out, nil
 		}
 		var stalled <-chan time.Time
-		if r.high < last {
+		if r.high < last || recheck {
 			stalled = stall.C
 		}
 		if err := ctx.Err(); err != nil {
@@ -290,6 +311,9 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 			}
 			return nil, err
 		}
+		if f := receiveWaits.Load(); f != nil {
+			(*f)()
+		}
 		select {
 		case <-ctx.Done():
 			if len(out) > 0 {
@@ -299,8 +323,23 @@ func (mb *mailbox) Receive(ctx context.Context, member string) ([]store.Message,
 		case <-mb.t.s.done:
 			return nil, store.ErrClosed
 		case <-r.arrived:
+		case <-sent:
+			if !recheck && r.high >= last {
+				// Not while a stall is timed already: a send after
+				// each other must not put it off.
+				stall.Reset(time.Duration(pushStall.Load()))
+			}
+			recheck = true
 		case <-stalled:
-			mb.repush(ctx, r, name)
+			if recheck {
+				recheck = false
+				if l, err := mb.lastSeq(ctx, name); err == nil {
+					last = max(last, l)
+				}
+			}
+			if r.high < last {
+				mb.repush(ctx, r, name)
+			}
 			stall.Reset(time.Duration(pushStall.Load()))
 		}
 	}
@@ -328,6 +367,10 @@ func (mb *mailbox) checkPushLater(r *reader, member string, last uint64) {
 		r.wakeWatchers()
 	})
 }
+
+// receiveWaits, when set (tests), is called by Receive each time before it
+// waits.
+var receiveWaits atomic.Pointer[func()]
 
 // pushStall is how long Receive waits for a message it knows is stored
 // before it restarts the push (in nanoseconds; tests shorten it).

@@ -143,4 +143,56 @@ func TestStalledPushRestarts(t *testing.T) {
 			t.Errorf("handed out again: %v", contents(again))
 		}
 	})
+
+	// A Receive that began with nothing to wait for, and then waits while
+	// the push is quiet (a cluster node killed under the consumer's
+	// leader): the message sent meanwhile is handed out all the same.
+	// Without the core subscription it waited until its deadline, as the
+	// reader of TestClusterNodeKilledMidRun once did for three minutes.
+	t.Run("receive waiting when the push goes quiet", func(t *testing.T) {
+		r.cc.Stop()
+		select {
+		case <-r.cc.Closed():
+		case <-ctx.Done():
+			t.Fatal("the stopped push never closed")
+		}
+		waiting := make(chan struct{}, 1)
+		signal := func() {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		}
+		receiveWaits.Store(&signal)
+		defer receiveWaits.Store(nil)
+		wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+		defer wcancel()
+		type result struct {
+			ms  []store.Message
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			ms, err := mb.Receive(wctx, "alice")
+			done <- result{ms, err}
+		}()
+		select {
+		case <-waiting:
+		case <-ctx.Done():
+			t.Fatal("Receive never waited")
+		}
+		if _, err := mb.Send(ctx, store.Message{ID: "m3", From: "human", To: "alice", Content: "three"}); err != nil {
+			t.Fatal(err)
+		}
+		got := <-done
+		if got.err != nil {
+			t.Fatalf("Receive waiting while the push was quiet: %v", got.err)
+		}
+		if diff := cmp.Diff([]string{"three"}, contents(got.ms)); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+		if err := mb.Ack(ctx, "alice", "m3"); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
