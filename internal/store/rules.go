@@ -9,8 +9,9 @@ import (
 )
 
 // BoardTx is one atomic change of a task board, as a backend provides it to
-// the board's rules (CreateTask, UpdateTask, ClaimTask, ClaimNextTask), so
-// that every backend links, unlinks and claims tasks alike. Reads see the
+// the board's rules (CreateTask, UpdateTask, ClaimTask, ClaimNextTask,
+// ClaimFirstTask), so that every backend links, unlinks and claims tasks
+// alike. Reads see the
 // board as it was when the transaction began plus the transaction's own
 // writes; the writes take effect together when the backend commits, or not
 // at all when a rule returns an error.
@@ -124,6 +125,16 @@ func ClaimNextTask(x BoardTx, owner string, now time.Time) (Task, error) {
 	ids, err := x.IDs()
 	if err != nil {
 		return Task{}, err
+	}
+	return ClaimFirstTask(x, owner, ids, now)
+}
+
+// ClaimFirstTask is the rule of Tasks.ClaimFirst: owner claims the first of
+// ids that is claimable, in their order (ErrNoTask if none is). Tasks that
+// are gone or cannot be read are passed over.
+func ClaimFirstTask(x BoardTx, owner string, ids []string, now time.Time) (Task, error) {
+	if owner == "" {
+		return Task{}, fmt.Errorf("%w: no owner", ErrInvalidName)
 	}
 	for _, id := range ids {
 		t, err := x.Get(id)

@@ -124,6 +124,13 @@ type Tasks interface {
 	// ClaimNext claims the claimable task with the lowest id (ErrNoTask if
 	// there is none), with Claim's view of the board.
 	ClaimNext(ctx context.Context, owner string) (Task, error)
+	// ClaimFirst claims the first of ids that is claimable, in the order
+	// given (ErrNoTask if none is), with Claim's view of the board. Tasks
+	// that are gone are passed over. It is one claim however many of ids
+	// were taken meanwhile: members that see the same board go for the
+	// same tasks, and each Claim lost to another would cost a round of its
+	// own.
+	ClaimFirst(ctx context.Context, owner string, ids []string) (Task, error)
 	// Watch returns a channel that receives a value (coalesced) after any
 	// change to the board, by this process or another. It is closed when ctx
 	// ends.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -232,9 +231,9 @@ func (m *Member) ownUnfinishedIn(list func() ([]store.Task, error)) ([]store.Tas
 	return out, nil
 }
 
-// claim takes the lowest-id claimable task that fits this member's role, by
-// compare-and-set: a task another member took first is skipped, for one of
-// the next claimSpread.
+// claim takes the lowest-id claimable task that fits this member's role,
+// by compare-and-set: the candidates go to the board in one claim, which
+// passes over the ones other members took first (store.Tasks.ClaimFirst).
 func (m *Member) claim(ctx context.Context, list func() ([]store.Task, error)) (*store.Task, error) {
 	tasks, err := list()
 	if err != nil {
@@ -250,56 +249,45 @@ func (m *Member) claim(ctx context.Context, list func() ([]store.Task, error)) (
 			cands = append(cands, i)
 		}
 	}
+	if len(cands) == 0 {
+		return nil, nil
+	}
 	slices.SortFunc(cands, func(a, b int) int { return cmp.Compare(store.TaskNum(tasks[a].ID), store.TaskNum(tasks[b].ID)) })
-	for next := 0; len(cands) > 0; {
-		t := tasks[cands[next]]
-		cands = slices.Delete(cands, next, next+1)
-		// After a task was taken under its hand, the member tries one of
-		// the next few rather than the next: members woken by the same
-		// change otherwise queue for one task after another together, and
-		// each round of them yields one claim.
-		if next = 0; len(cands) > 0 {
-			next = rand.IntN(min(len(cands), claimSpread))
-		}
-		got, err := m.cfg.Team.Tasks().Claim(ctx, t.ID, m.name)
-		if err == nil {
-			// Seed 004: the lead hears of the task before any work on it
-			// starts. The notice follows the claim, not the other way
-			// round: members woken by one change race for the same tasks,
-			// and a notice sent before a claim that then loses would tell
-			// the lead of a task the member never takes (with 50 members,
-			// seven notices per task).
-			evs := make([]teamevent.Event, 0, 3)
-			if m.st.announce != nil {
-				sent, err := m.st.announce(ctx, got)
-				if err != nil {
-					m.release(ctx, got.ID)
-					return nil, fmt.Errorf("tell the lead before working on task #%s: %w", got.ID, err)
-				}
-				if sent != nil {
-					evs = append(evs, sent)
-				}
-			}
-			// The notice's event, the claim's and the wake's status
-			// (nextWork's why), in one append.
-			woke := teamevent.Status{Member: m.name, Status: store.StatusWorking, Why: claimedWhy(got.ID)}
-			m.emitAll(ctx, append(evs, teamevent.Claim{Task: got.ID, Owner: m.name, Subject: got.Subject}, woke))
-			m.st.mu.Lock()
-			m.st.statusJournaled = true
-			m.st.mu.Unlock()
-			return &got, nil
-		}
-		if errors.Is(err, store.ErrClaimed) || errors.Is(err, store.ErrNotPending) || errors.Is(err, store.ErrBlocked) || errors.Is(err, store.ErrTaskNotFound) {
-			continue
-		}
+	ids := make([]string, len(cands))
+	for i, c := range cands {
+		ids[i] = tasks[c].ID
+	}
+	got, err := m.cfg.Team.Tasks().ClaimFirst(ctx, m.name, ids)
+	if errors.Is(err, store.ErrNoTask) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, err
 	}
-	return nil, nil
+	// Seed 004: the lead hears of the task before any work on it starts.
+	// The notice follows the claim, not the other way round: a notice
+	// sent before a claim that then loses would tell the lead of a task
+	// the member never takes.
+	evs := make([]teamevent.Event, 0, 3)
+	if m.st.announce != nil {
+		sent, err := m.st.announce(ctx, got)
+		if err != nil {
+			m.release(ctx, got.ID)
+			return nil, fmt.Errorf("tell the lead before working on task #%s: %w", got.ID, err)
+		}
+		if sent != nil {
+			evs = append(evs, sent)
+		}
+	}
+	// The notice's event, the claim's and the wake's status (nextWork's
+	// why), in one append.
+	woke := teamevent.Status{Member: m.name, Status: store.StatusWorking, Why: claimedWhy(got.ID)}
+	m.emitAll(ctx, append(evs, teamevent.Claim{Task: got.ID, Owner: m.name, Subject: got.Subject}, woke))
+	m.st.mu.Lock()
+	m.st.statusJournaled = true
+	m.st.mu.Unlock()
+	return &got, nil
 }
 
 // claimedWhy is the reason of a wake that claimed task id.
 func claimedWhy(id string) string { return "claimed task #" + id }
-
-// claimSpread is how many of the next claimable tasks a member picks from
-// once another member took the one it went for.
-const claimSpread = 8

@@ -730,6 +730,27 @@ func (b *tasks) ClaimNext(ctx context.Context, owner string) (store.Task, error)
 	return out, nil
 }
 
+// ClaimFirst claims the first of ids that is claimable. The ones ahead
+// that are refused as last committed are passed over without the board
+// lock, as Claim refuses them; the rest is tried under it, in one change.
+func (b *tasks) ClaimFirst(ctx context.Context, owner string, ids []string) (store.Task, error) {
+	for owner != "" && len(ids) > 0 && b.claimRefused(ids[0]) != nil {
+		ids = ids[1:]
+	}
+	if len(ids) == 0 && owner != "" {
+		return store.Task{}, fmt.Errorf("claim: %w", store.ErrNoTask)
+	}
+	var out store.Task
+	err := b.do(ctx, func(x *tx) (err error) {
+		out, err = store.ClaimFirstTask(x, owner, ids, b.t.s.opts.Now())
+		return err
+	})
+	if err != nil {
+		return store.Task{}, fmt.Errorf("claim: %w", err)
+	}
+	return out, nil
+}
+
 // claimRefused returns why a claim of task id must fail, read without the
 // lock from the task's file as last committed; nil when the claim has to
 // be tried under the lock (the task looks claimable, or the board is in

@@ -353,6 +353,10 @@ func (b *board) ClaimNext(ctx context.Context, owner string) (store.Task, error)
 	return b.claim(ctx, func(x *tx) (store.Task, error) { return store.ClaimNextTask(x, owner, b.t.s.now()) })
 }
 
+func (b *board) ClaimFirst(ctx context.Context, owner string, ids []string) (store.Task, error) {
+	return b.claim(ctx, func(x *tx) (store.Task, error) { return store.ClaimFirstTask(x, owner, ids, b.t.s.now()) })
+}
+
 // claim runs a claim rule once on the cached board (see boardcache.go):
 // a win commits with the copy's revision, and a loss is answered from the
 // copy. A lost compare-and-set, or a rule that failed otherwise (a task

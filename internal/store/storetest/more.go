@@ -384,6 +384,53 @@ var boardConcurrencyTests = map[string]func(*testing.T, Factory){
 			}
 		}
 	},
+	"ClaimFirstExactlyOnce": func(t *testing.T, f Factory) {
+		o, s := open(t, f)
+		ctx := ctxFor(t)
+		tasks := newTeam(t, s).Tasks()
+		const n = 30
+		createN(t, tasks, n)
+		clients := []store.Tasks{tasks, reopen(t, o, "t1").Tasks()}
+		var mu sync.Mutex
+		won := map[string][]string{}
+		var wg sync.WaitGroup
+		for w := range 6 {
+			wg.Go(func() {
+				owner := fmt.Sprintf("w%d", w)
+				// Each worker asks in an order of its own, overlapping
+				// the others'.
+				ids := make([]string, n)
+				for i := range n {
+					ids[i] = fmt.Sprint((i+w*5)%n + 1)
+				}
+				for {
+					got, err := clients[w%2].ClaimFirst(ctx, owner, ids)
+					if errors.Is(err, store.ErrNoTask) {
+						return
+					}
+					if err != nil {
+						t.Errorf("ClaimFirst: %v", err)
+						return
+					}
+					if got.Owner != owner || got.Status != store.TaskInProgress {
+						t.Errorf("claimed %+v", got)
+					}
+					mu.Lock()
+					won[got.ID] = append(won[got.ID], owner)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		for _, tk := range must[[]store.Task](t)(tasks.List(ctx)) {
+			if w := won[tk.ID]; len(w) != 1 || w[0] != tk.Owner {
+				t.Errorf("task %s: winners %v, owner %q", tk.ID, w, tk.Owner)
+			}
+		}
+		if len(won) != n {
+			t.Errorf("%d tasks won, want %d", len(won), n)
+		}
+	},
 	"CrossedDependenciesOneWins": func(t *testing.T, f Factory) {
 		o, s := open(t, f)
 		ctx := ctxFor(t)

@@ -765,6 +765,37 @@ var taskTests = map[string]func(*testing.T, Factory){
 			t.Fatalf("after delete (-want +got):\n%s", diff)
 		}
 	},
+	"ClaimFirstInOrder": func(t *testing.T, f Factory) {
+		_, s := open(t, f)
+		ctx := ctxFor(t)
+		tasks := newTeam(t, s).Tasks()
+		createN(t, tasks, 5)
+		must[store.Task](t)(tasks.Update(ctx, "2", setDeps("1")))
+		must[store.Task](t)(tasks.Update(ctx, "3", func(t *store.Task) error { t.Owner = "carol"; return nil }))
+		// Gone, owned, blocked: the first claimable in the order given is
+		// 5, not the lowest (4).
+		got := must[store.Task](t)(tasks.ClaimFirst(ctx, "bob", []string{"9", "3", "2", "5", "4"}))
+		if got.ID != "5" || got.Owner != "bob" || got.Status != store.TaskInProgress {
+			t.Errorf("ClaimFirst = %+v, want task 5 for bob", got)
+		}
+		if got := must[store.Task](t)(tasks.Get(ctx, "5")); got.Owner != "bob" || got.Status != store.TaskInProgress {
+			t.Errorf("task 5 = %+v", got)
+		}
+		for _, id := range []string{"2", "3", "4"} {
+			if got := must[store.Task](t)(tasks.Get(ctx, id)); got.Owner == "bob" || got.Status == store.TaskInProgress {
+				t.Errorf("task %s changed: %+v", id, got)
+			}
+		}
+		_, err := tasks.ClaimFirst(ctx, "bob", []string{"5", "3", "2"})
+		wantErr(t, err, store.ErrNoTask)
+		_, err = tasks.ClaimFirst(ctx, "bob", nil)
+		wantErr(t, err, store.ErrNoTask)
+		_, err = tasks.ClaimFirst(ctx, "", []string{"4"})
+		wantErr(t, err, store.ErrInvalidName)
+		if got := must[store.Task](t)(tasks.ClaimFirst(ctx, "dave", []string{"1", "4"})); got.ID != "1" {
+			t.Errorf("ClaimFirst = %+v, want task 1", got)
+		}
+	},
 	"ClaimIsCompareAndSet": func(t *testing.T, f Factory) {
 		_, s := open(t, f)
 		ctx := ctxFor(t)
