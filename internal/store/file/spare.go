@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,8 +28,13 @@ import (
 // The pool is shared by every task of the board: a group commit that writes
 // k task files uses spares 0..k-1 (the pool grows to the largest batch, at
 // most maxSpares; past it a change writes a temporary file). A new task file
-// is a temporary file renamed into place, its one inode: it takes no spare,
-// so a creation makes one inode where a spare per task made two.
+// is its one inode: it takes no spare, so a creation makes one inode where
+// a spare per task made two. Where the system has O_TMPFILE it is made
+// unnamed, written, fsynced and linked at its path, and several are made at
+// once: creations in one directory take turns on its lock, unnamed ones do
+// not, and on that machine's ext4 making a lead's 500 tasks took 0.37 s of
+// the board lock one after another. A crash before the link leaves no
+// file. Elsewhere it is a temporary file renamed into place.
 //
 // A spare is the inode a reader may still be reading: a reader that opened
 // a task file just before it was swapped out reads a spare. So a spare is
@@ -72,29 +78,41 @@ func legacySparePath(path string) string {
 
 // replacement is one file's new version, written and not yet in place.
 type replacement struct {
-	path string
-	f    *os.File // a spare or a temporary file, holding the new version
-	temp bool
+	path    string
+	f       *os.File // a spare or a temporary file, holding the new version
+	temp    bool     // f is a temporary file: named, or unnamed
+	unnamed bool     // f has no name yet (O_TMPFILE)
+	data    []byte   // the new version
 }
 
 // stager hands out the spares of one directory to the files of one batch
 // of writes, each its own.
 type stager struct {
 	dir  string
-	next int // the spare to try next
+	mu   sync.Mutex // guards next: files are staged at once
+	next int        // the spare to try next
 }
 
 // stage writes data for path into the next spare that no reader holds, or
 // into a temporary file when path is new or the pool is exhausted.
 func (g *stager) stage(path string, data []byte) (*replacement, error) {
-	r := &replacement{path: path}
-	if _, err := os.Lstat(path); err == nil {
+	r := &replacement{path: path, data: data}
+	_, err := os.Lstat(path)
+	switch {
+	case err == nil:
+		g.mu.Lock()
 		r.f, err = g.spare()
+		g.mu.Unlock()
 		if err != nil {
 			return nil, err
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
+	default:
+		if r.f, err = createUnnamed(filepath.Dir(path)); err != nil {
+			return nil, err
+		}
+		r.temp, r.unnamed = r.f != nil, r.f != nil
 	}
 	if r.f == nil {
 		f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
@@ -143,9 +161,21 @@ func (g *stager) spare() (*os.File, error) {
 func (r *replacement) sync() error { return timedSync(r.f.Sync) }
 
 // commit puts the new version in place; the directory still needs an
-// fsync for the change to be durable.
+// fsync for the change to be durable. The caller closes r.f after it: its
+// lock keeps readers out of a spare until then.
 func (r *replacement) commit() error {
-	defer r.f.Close() // after the exchange: the lock kept readers out until then
+	if r.unnamed {
+		err := linkUnnamed(r.f, r.path)
+		if err == nil {
+			return nil
+		}
+		// Where /proc is missing, or a file was put at the path by hand
+		// meanwhile: the version goes through a named temporary file, as
+		// where unnamed files cannot be made.
+		if err := r.named(); err != nil {
+			return err
+		}
+	}
 	from := r.f.Name()
 	if !r.temp && !noExchange.Load() {
 		err := exchange(from, r.path)
@@ -169,11 +199,30 @@ func (r *replacement) commit() error {
 	return nil
 }
 
+// named moves an unnamed version that could not be linked into a named
+// temporary file, written and fsynced.
+func (r *replacement) named() error {
+	f, err := os.CreateTemp(filepath.Dir(r.path), "."+filepath.Base(r.path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(r.data); err != nil {
+		return errors.Join(err, f.Close(), os.Remove(f.Name()))
+	}
+	if err := f.Sync(); err != nil {
+		return errors.Join(err, f.Close(), os.Remove(f.Name()))
+	}
+	r.f.Close()
+	r.f, r.unnamed = f, false
+	return nil
+}
+
 // abort drops a replacement that will not be committed. A spare keeps what
-// was written into it: it is never read.
+// was written into it: it is never read. An unnamed file goes with its
+// descriptor.
 func (r *replacement) abort() {
 	r.f.Close()
-	if r.temp {
+	if r.temp && !r.unnamed {
 		os.Remove(r.f.Name())
 	}
 }
@@ -182,73 +231,80 @@ func (r *replacement) abort() {
 // files at once (at most syncWorkers: a lead's batch of 500 creations made
 // a thread per fsync): a group commit of the board writes a file per task
 // it changes, and one fsync after another made its time under the board
-// lock the sum of them. It returns the identity of each file written (the
-// inode becomes the file: a rename changes no size or mtime).
-func syncAll(rs []*replacement) ([]fs.FileInfo, error) {
-	fis := make([]fs.FileInfo, len(rs))
+// lock the sum of them.
+func syncAll(rs []*replacement) error {
 	errs := make([]error, len(rs))
-	one := func(i int) {
-		r := rs[i]
-		if errs[i] = r.sync(); errs[i] == nil {
-			fis[i], errs[i] = r.f.Stat()
+	atOnce(len(rs), syncWorkers, func(i int) {
+		if err := rs[i].sync(); err != nil {
+			errs[i] = fmt.Errorf("write %s: %w", rs[i].path, err)
 		}
-		if errs[i] != nil {
-			errs[i] = fmt.Errorf("write %s: %w", r.path, errs[i])
-		}
-	}
-	if len(rs) == 1 {
-		one(0)
-	} else {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range min(len(rs), syncWorkers) {
-			wg.Go(func() {
-				for i := int(next.Add(1)) - 1; i < len(rs); i = int(next.Add(1)) - 1 {
-					one(i)
-				}
-			})
-		}
-		wg.Wait()
-	}
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	return fis, nil
+	})
+	return errors.Join(errs...)
 }
 
 // syncWorkers is how many fsyncs syncAll runs at once.
 const syncWorkers = 16
+
+// atOnce calls fn for every i below n, on up to workers goroutines (on
+// this one when there is one call).
+func atOnce(n, workers int, fn func(i int)) {
+	if n == 1 || workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(n, workers) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+}
 
 // replaceFiles gives each path its data, durably (see above): every new
 // version written and fsynced, then each put in place, then the directory
 // fsynced once. A failure before the first commit leaves every file as it
 // was; one after it leaves the files before it changed and the others not.
 // It returns the identity of each new file (what a stat of its path now
-// gives).
+// gives: a rename or a link changes no size or mtime).
+//
+// The versions are staged at once, on as many goroutines as there are Ps:
+// making a file is work for the CPU, most of it in the kernel.
 func replaceFiles(dir string, paths []string, data [][]byte) ([]fs.FileInfo, error) {
-	rs := make([]*replacement, 0, len(paths))
+	rs := make([]*replacement, len(paths))
+	errs := make([]error, len(paths))
 	done := 0
 	defer func() {
 		for _, r := range rs[done:] {
-			r.abort()
+			if r != nil {
+				r.abort()
+			}
 		}
 	}()
 	g := &stager{dir: dir}
-	for i, path := range paths {
-		r, err := g.stage(path, data[i])
-		if err != nil {
-			return nil, fmt.Errorf("write %s: %w", path, err)
+	atOnce(len(paths), runtime.GOMAXPROCS(0), func(i int) {
+		if rs[i], errs[i] = g.stage(paths[i], data[i]); errs[i] != nil {
+			errs[i] = fmt.Errorf("write %s: %w", paths[i], errs[i])
 		}
-		rs = append(rs, r)
-	}
-	fis, err := syncAll(rs)
-	if err != nil {
+	})
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	for _, r := range rs {
+	if err := syncAll(rs); err != nil {
+		return nil, err
+	}
+	fis := make([]fs.FileInfo, len(rs))
+	for i, r := range rs {
 		err := r.commit()
+		if err == nil {
+			fis[i], err = r.f.Stat()
+		}
+		r.f.Close() // after the exchange: the lock kept readers out until then
 		done++
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("write %s: %w", r.path, err), syncDir(dir))

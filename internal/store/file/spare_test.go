@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -366,14 +367,15 @@ func TestOwnEntryTrustedWhileYoung(t *testing.T) {
 	}
 }
 
-// TestReplaceFilesIdentities: several files replaced at once (their fsyncs
-// run together) each hold their data, and the identity replaceFiles gives
-// for each is what a stat of its path gives, as the task cache needs.
+// TestReplaceFilesIdentities: several files replaced at once (staged and
+// fsynced together) each hold their data, the identity replaceFiles gives
+// for each is what a stat of its path gives, as the task cache needs, and
+// nothing is left beside them but spares.
 func TestReplaceFilesIdentities(t *testing.T) {
 	dir := t.TempDir()
 	var paths []string
 	var data [][]byte
-	for i := range 6 {
+	for i := range 40 {
 		p := filepath.Join(dir, fmt.Sprintf("%d.json", i+1))
 		if i%2 == 0 { // half of them exist already
 			if err := os.WriteFile(p, []byte("old"), 0o600); err != nil {
@@ -404,6 +406,15 @@ func TestReplaceFilesIdentities(t *testing.T) {
 		}
 		if !sameVersion(fi, fis[i]) {
 			t.Errorf("%s: replaceFiles said %v %d %v, the path is %v %d %v", p, fis[i].Name(), fis[i].Size(), fis[i].ModTime(), fi.Name(), fi.Size(), fi.ModTime())
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if !slices.Contains(paths, filepath.Join(dir, e.Name())) && !strings.HasPrefix(e.Name(), ".spare.") {
+			t.Errorf("left in the directory: %s", e.Name())
 		}
 	}
 }

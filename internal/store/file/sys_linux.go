@@ -4,6 +4,9 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -60,4 +63,44 @@ func instanceOf(path string) (id fileInstance, size int64, ok bool, err error) {
 func sameInode(fi fs.FileInfo, id fileInstance) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return ok && uint64(st.Dev) == id.dev && st.Ino == id.ino
+}
+
+// noUnnamed is set once the file system refuses O_TMPFILE.
+var noUnnamed atomic.Bool
+
+// procFDs says whether /proc/self/fd is there, the way linkUnnamed names
+// an unnamed file (linkat with AT_EMPTY_PATH needs a capability).
+var procFDs = sync.OnceValue(func() bool {
+	_, err := os.Stat("/proc/self/fd")
+	return err == nil
+})
+
+// createUnnamed makes a file in dir with no name (O_TMPFILE), for
+// linkUnnamed to give it one; nil where the file system cannot.
+func createUnnamed(dir string) (*os.File, error) {
+	if noUnnamed.Load() || !procFDs() {
+		return nil, nil
+	}
+	fd, err := retryEINTR(func() (int, error) {
+		return unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600) // as os.CreateTemp makes them
+	})
+	switch {
+	case err == nil:
+		return os.NewFile(uintptr(fd), dir), nil
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EISDIR), errors.Is(err, unix.EINVAL):
+		// EISDIR: a kernel older than O_TMPFILE took it for O_DIRECTORY.
+		noUnnamed.Store(true)
+		return nil, nil
+	}
+	return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
+}
+
+// linkUnnamed gives f, made by createUnnamed, the name path, which must
+// not exist.
+func linkUnnamed(f *os.File, path string) error {
+	err := unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
+	if err != nil {
+		return &os.LinkError{Op: "link", Old: f.Name(), New: path, Err: err}
+	}
+	return nil
 }

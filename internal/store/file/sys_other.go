@@ -3,6 +3,7 @@
 package file
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 )
@@ -24,3 +25,9 @@ func instanceOf(path string) (fileInstance, int64, bool, error) {
 
 // sameInode is never known here.
 func sameInode(fs.FileInfo, fileInstance) bool { return false }
+
+// createUnnamed: no unnamed files here; a temporary file is made instead.
+func createUnnamed(string) (*os.File, error) { return nil, nil }
+
+// linkUnnamed is never called here: there are no unnamed files.
+func linkUnnamed(*os.File, string) error { return errors.ErrUnsupported }
