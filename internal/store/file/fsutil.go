@@ -40,8 +40,36 @@ func writeFileAtomic(path string, data []byte) error {
 	return syncDir(dir)
 }
 
-// syncDir makes a directory's entries (creations, renames, removals) durable.
-func syncDir(dir string) error {
+// syncDir makes a directory's entries (creations, renames, removals)
+// durable. The fsyncs of one directory are a group commit (dirSyncer).
+func syncDir(dir string) error { return dirSyncs.sync(dir) }
+
+// dirSyncs is the group commit of this process's directory fsyncs.
+var dirSyncs = dirSyncer{fsync: syncDirNow}
+
+// dirSyncer groups the fsyncs of each directory: the callers that queue
+// while one runs share the next, which begins after all of them made their
+// change. A spawn of fifty teammates makes two files each, in two
+// directories, at once: one fsync of a directory after another took 80 ms
+// of it on the bench machine's disk, 55 ms together.
+type dirSyncer struct {
+	groups perKey[batcher[chan error]]
+	fsync  func(dir string) error
+}
+
+func (d *dirSyncer) sync(dir string) error {
+	done := make(chan error, 1)
+	d.groups.get(dir).submit(done, func(batch []chan error) {
+		err := d.fsync(dir)
+		for _, c := range batch {
+			c <- err
+		}
+	})
+	return <-done
+}
+
+// syncDirNow fsyncs dir.
+func syncDirNow(dir string) error {
 	d, err := openFile(dir, os.O_RDONLY, 0)
 	if err != nil {
 		return err
