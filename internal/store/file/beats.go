@@ -87,7 +87,7 @@ func (t *Team) writeBeats(members map[string]time.Time) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = os.MkdirAll(dir, 0o755)
 			if err == nil {
-				err = os.WriteFile(p, nil, 0o644)
+				_, err = makeFile(p, 0o644)
 			}
 			if err == nil {
 				err = os.Chtimes(p, at, at)

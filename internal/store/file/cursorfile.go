@@ -81,8 +81,11 @@ func writeCursorFile(path string, c cursor) error {
 	f, err := openFile(path, os.O_RDWR, 0)
 	created := false
 	if errors.Is(err, fs.ErrNotExist) {
-		f, err = openFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		created = true
+		var exists bool
+		if exists, err = makeFile(path, 0o600); err == nil {
+			created = !exists
+			f, err = openFile(path, os.O_RDWR, 0)
+		}
 	}
 	if err != nil {
 		return err

@@ -109,7 +109,7 @@ func (g *stager) stage(path string, data []byte) (*replacement, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	default:
-		if r.f, err = createUnnamed(filepath.Dir(path)); err != nil {
+		if r.f, err = createUnnamed(filepath.Dir(path), 0o600); err != nil { // as os.CreateTemp makes them
 			return nil, err
 		}
 		r.temp, r.unnamed = r.f != nil, r.f != nil

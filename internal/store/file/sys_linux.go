@@ -77,12 +77,12 @@ var procFDs = sync.OnceValue(func() bool {
 
 // createUnnamed makes a file in dir with no name (O_TMPFILE), for
 // linkUnnamed to give it one; nil where the file system cannot.
-func createUnnamed(dir string) (*os.File, error) {
+func createUnnamed(dir string, perm uint32) (*os.File, error) {
 	if noUnnamed.Load() || !procFDs() {
 		return nil, nil
 	}
 	fd, err := retryEINTR(func() (int, error) {
-		return unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600) // as os.CreateTemp makes them
+		return unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, perm)
 	})
 	switch {
 	case err == nil:

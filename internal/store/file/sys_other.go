@@ -27,7 +27,7 @@ func instanceOf(path string) (fileInstance, int64, bool, error) {
 func sameInode(fs.FileInfo, fileInstance) bool { return false }
 
 // createUnnamed: no unnamed files here; a temporary file is made instead.
-func createUnnamed(string) (*os.File, error) { return nil, nil }
+func createUnnamed(string, uint32) (*os.File, error) { return nil, nil }
 
 // linkUnnamed is never called here: there are no unnamed files.
 func linkUnnamed(*os.File, string) error { return errors.ErrUnsupported }
