@@ -239,7 +239,19 @@ func syncAll(rs []*replacement) error {
 			errs[i] = fmt.Errorf("write %s: %w", rs[i].path, err)
 		}
 	})
-	return errors.Join(errs...)
+	return firstError(errs)
+}
+
+// firstError is the first of errs that is not nil: a batch that fails
+// for one file mostly fails for all (a full disk), and one is enough to
+// say why.
+func firstError(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // syncWorkers is how many fsyncs syncAll runs at once.
@@ -292,7 +304,7 @@ func replaceFiles(dir string, paths []string, data [][]byte) ([]fs.FileInfo, err
 			errs[i] = fmt.Errorf("write %s: %w", paths[i], errs[i])
 		}
 	})
-	if err := errors.Join(errs...); err != nil {
+	if err := firstError(errs); err != nil {
 		return nil, err
 	}
 	if err := syncAll(rs); err != nil {
