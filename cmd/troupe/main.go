@@ -24,16 +24,19 @@ const gcPercent = 200
 // minProcs is the fewest Ps (runtime.GOMAXPROCS) troupe runs with once
 // its stores' fsyncs turn out to block (file.OnBlockingSync), unless the
 // environment sets GOMAXPROCS. A team's goroutines spend much of their
-// time in fsync, and a goroutine blocked in a system call keeps its P
-// until the runtime's monitor takes it back: on a two-core machine about
-// one fsync is in flight at any time of a busy team's run, and with two Ps
-// teammates that were ready to run waited while a core idled. A third P
-// made bench team on that machine's disk about a tenth faster; on tmpfs,
-// where an fsync returns at once, it made it as much slower, so there the
-// default stays (README "Performance"). Machines with more cores keep
-// their default, and so does a teammate's own process (troupe agent),
-// which runs one agent loop.
-const minProcs = 3
+// time in system calls that block on a disk (fsyncs, and file creations
+// that ext4 without a journal makes slow), and a goroutine in a blocking
+// system call keeps its P until the runtime's monitor takes it back: on a
+// two-core machine teammates that were ready to run waited while a core
+// idled. Medians of five interleaved rounds of bench team on that
+// machine's disk: 431 tasks/s with two Ps, 522 with three, 554 with four,
+// and no more beyond (six and eight gave 526 and 528 in rounds of their
+// own); idle CPU and wake latency unchanged. On tmpfs, where an fsync
+// returns at once, more Ps made it slower, so there the default stays
+// (README "Performance"). Machines with more cores keep their default, and
+// so does a teammate's own process (troupe agent), which runs one agent
+// loop.
+const minProcs = 4
 
 func main() {
 	if raise := tuneRuntime(os.Getenv, os.Args[1:]); raise != nil {
