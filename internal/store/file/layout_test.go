@@ -392,17 +392,7 @@ func TestMemberFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	team := filepath.Join(dir, "teams", "t1")
-	list := func(sub string) []string {
-		ents, err := os.ReadDir(filepath.Join(team, sub))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, e := range ents {
-			out = append(out, e.Name())
-		}
-		return out
-	}
+	list := func(sub string) []string { return dirNames(t, filepath.Join(team, sub)) }
 	if got, want := list("inbox"), []string{"alice.cursor", "alice.jsonl"}; !slices.Equal(got, want) {
 		t.Errorf("inbox/ = %v, want %v", got, want)
 	}

@@ -55,8 +55,21 @@ func TestMakeFile(t *testing.T) {
 	if _, err := makeFile(filepath.Join(dir, "no", "such"), 0o600); err == nil {
 		t.Fatal("makeFile in a missing directory succeeded")
 	}
-	ents, _ := os.ReadDir(dir)
-	if len(ents) != 2 {
-		t.Fatalf("the directory holds %d entries, want 2", len(ents))
+	if names := dirNames(t, dir); len(names) != 2 {
+		t.Fatalf("the directory holds %v, want two files", names)
 	}
+}
+
+// dirNames lists dir.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
 }

@@ -408,13 +408,9 @@ func TestReplaceFilesIdentities(t *testing.T) {
 			t.Errorf("%s: replaceFiles said %v %d %v, the path is %v %d %v", p, fis[i].Name(), fis[i].Size(), fis[i].ModTime(), fi.Name(), fi.Size(), fi.ModTime())
 		}
 	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if !slices.Contains(paths, filepath.Join(dir, e.Name())) && !strings.HasPrefix(e.Name(), ".spare.") {
-			t.Errorf("left in the directory: %s", e.Name())
+	for _, name := range dirNames(t, dir) {
+		if !slices.Contains(paths, filepath.Join(dir, name)) && !strings.HasPrefix(name, ".spare.") {
+			t.Errorf("left in the directory: %s", name)
 		}
 	}
 }

@@ -29,20 +29,6 @@ func stageNew(t *testing.T, dir, name, data string) *replacement {
 	return r
 }
 
-// dirNames lists dir.
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return names
-}
-
 // TestNewFileUnnamedUntilLinked: a new file has no name in its directory
 // until it is committed, and one dropped leaves nothing.
 func TestNewFileUnnamedUntilLinked(t *testing.T) {

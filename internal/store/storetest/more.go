@@ -327,6 +327,41 @@ var archiveTests = map[string]func(*testing.T, Factory){
 
 func differ(a, b []string) bool { return !slices.Equal(a, b) }
 
+// claimUntilNone runs six workers at once, each claiming with the claim
+// worker(w) returns until it answers ErrNoTask, and returns the owners
+// that won each task. A claim must be won by the worker that asked
+// (owner w<n>), in progress.
+func claimUntilNone(t *testing.T, worker func(w int) func() (store.Task, error)) map[string][]string {
+	t.Helper()
+	var mu sync.Mutex
+	won := map[string][]string{}
+	var wg sync.WaitGroup
+	for w := range 6 {
+		claim := worker(w)
+		owner := fmt.Sprintf("w%d", w)
+		wg.Go(func() {
+			for {
+				got, err := claim()
+				if errors.Is(err, store.ErrNoTask) {
+					return
+				}
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				if got.Owner != owner || got.Status != store.TaskInProgress {
+					t.Errorf("%s claimed %+v", owner, got)
+				}
+				mu.Lock()
+				won[got.ID] = append(won[got.ID], owner)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return won
+}
+
 var boardConcurrencyTests = map[string]func(*testing.T, Factory){
 	"ClaimNextLowestAndExactlyOnce": func(t *testing.T, f Factory) {
 		o, s := open(t, f)
@@ -340,39 +375,20 @@ var boardConcurrencyTests = map[string]func(*testing.T, Factory){
 			must[store.Task](t)(tasks.Update(ctx, fmt.Sprint(i), setDeps("1")))
 		}
 		clients := []store.Tasks{tasks, reopen(t, o, "t1").Tasks()}
-		var mu sync.Mutex
-		won := map[string][]string{}
-		var wg sync.WaitGroup
-		for w := range 6 {
-			wg.Go(func() {
-				owner := fmt.Sprintf("w%d", w)
-				last := uint64(0)
-				for {
-					got, err := clients[w%2].ClaimNext(ctx, owner)
-					if errors.Is(err, store.ErrNoTask) {
-						return
-					}
-					if err != nil {
-						t.Errorf("ClaimNext: %v", err)
-						return
-					}
-					if got.Owner != owner || got.Status != store.TaskInProgress {
-						t.Errorf("claimed %+v", got)
-					}
-					// Claims by one worker come in increasing id order:
-					// each took the lowest claimable task.
-					if num := store.TaskNum(got.ID); num <= last {
-						t.Errorf("%s claimed %s after %d", owner, got.ID, last)
-					} else {
-						last = num
-					}
-					mu.Lock()
-					won[got.ID] = append(won[got.ID], owner)
-					mu.Unlock()
+		won := claimUntilNone(t, func(w int) func() (store.Task, error) {
+			owner, last := fmt.Sprintf("w%d", w), uint64(0)
+			return func() (store.Task, error) {
+				got, err := clients[w%2].ClaimNext(ctx, owner)
+				// Claims by one worker come in increasing id order: each
+				// took the lowest claimable task.
+				if num := store.TaskNum(got.ID); err == nil && num <= last {
+					t.Errorf("%s claimed %s after %d", owner, got.ID, last)
+				} else if err == nil {
+					last = num
 				}
-			})
-		}
-		wg.Wait()
+				return got, err
+			}
+		})
 		for _, tk := range must[[]store.Task](t)(tasks.List(ctx)) {
 			num := store.TaskNum(tk.ID)
 			w := won[tk.ID]
@@ -391,37 +407,16 @@ var boardConcurrencyTests = map[string]func(*testing.T, Factory){
 		const n = 30
 		createN(t, tasks, n)
 		clients := []store.Tasks{tasks, reopen(t, o, "t1").Tasks()}
-		var mu sync.Mutex
-		won := map[string][]string{}
-		var wg sync.WaitGroup
-		for w := range 6 {
-			wg.Go(func() {
-				owner := fmt.Sprintf("w%d", w)
-				// Each worker asks in an order of its own, overlapping
-				// the others'.
-				ids := make([]string, n)
-				for i := range n {
-					ids[i] = fmt.Sprint((i+w*5)%n + 1)
-				}
-				for {
-					got, err := clients[w%2].ClaimFirst(ctx, owner, ids)
-					if errors.Is(err, store.ErrNoTask) {
-						return
-					}
-					if err != nil {
-						t.Errorf("ClaimFirst: %v", err)
-						return
-					}
-					if got.Owner != owner || got.Status != store.TaskInProgress {
-						t.Errorf("claimed %+v", got)
-					}
-					mu.Lock()
-					won[got.ID] = append(won[got.ID], owner)
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
+		won := claimUntilNone(t, func(w int) func() (store.Task, error) {
+			// Each worker asks in an order of its own, overlapping the
+			// others'.
+			ids := make([]string, n)
+			for i := range n {
+				ids[i] = fmt.Sprint((i+w*5)%n + 1)
+			}
+			owner := fmt.Sprintf("w%d", w)
+			return func() (store.Task, error) { return clients[w%2].ClaimFirst(ctx, owner, ids) }
+		})
 		for _, tk := range must[[]store.Task](t)(tasks.List(ctx)) {
 			if w := won[tk.ID]; len(w) != 1 || w[0] != tk.Owner {
 				t.Errorf("task %s: winners %v, owner %q", tk.ID, w, tk.Owner)
