@@ -58,7 +58,8 @@ func makeFile(path string, perm uint32) (exists bool, err error) {
 		if err == nil || errors.Is(err, fs.ErrExist) {
 			return err != nil, nil
 		}
-		// No name for it (no /proc): an ordinary creation.
+		// The link was refused for another reason: an ordinary creation
+		// makes the file, or says why it cannot.
 	}
 	fd, err := openFD(path, syscall.O_CREAT|syscall.O_EXCL|syscall.O_RDWR, perm)
 	if errors.Is(err, fs.ErrExist) {
