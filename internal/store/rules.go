@@ -119,9 +119,6 @@ func ClaimRefusal(t *Task) error {
 // task with the lowest id (ErrNoTask if there is none). Tasks that cannot be
 // read are passed over.
 func ClaimNextTask(x BoardTx, owner string, now time.Time) (Task, error) {
-	if owner == "" {
-		return Task{}, fmt.Errorf("%w: no owner", ErrInvalidName)
-	}
 	ids, err := x.IDs()
 	if err != nil {
 		return Task{}, err

@@ -13,12 +13,18 @@ import (
 	"syscall"
 )
 
+// tempFor makes a named temporary file beside path, for a new version of
+// it (.<name>.tmp<random>: the sweep removes those a crash left).
+func tempFor(path string) (*os.File, error) {
+	return os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+}
+
 // writeFileAtomic replaces path with data: temp file in the same directory,
 // fsync, rename, fsync of the directory. Readers see the old or the new
 // content, never a mix, and a crash leaves one of the two.
 func writeFileAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	f, err := tempFor(path)
 	if err != nil {
 		return err
 	}

@@ -115,7 +115,7 @@ func (g *stager) stage(path string, data []byte) (*replacement, error) {
 		r.temp, r.unnamed = r.f != nil, r.f != nil
 	}
 	if r.f == nil {
-		f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+		f, err := tempFor(path)
 		if err != nil {
 			return nil, err
 		}
@@ -202,7 +202,7 @@ func (r *replacement) commit() error {
 // named moves an unnamed version that could not be linked into a named
 // temporary file, written and fsynced.
 func (r *replacement) named() error {
-	f, err := os.CreateTemp(filepath.Dir(r.path), "."+filepath.Base(r.path)+".tmp*")
+	f, err := tempFor(r.path)
 	if err != nil {
 		return err
 	}

@@ -734,11 +734,13 @@ func (b *tasks) ClaimNext(ctx context.Context, owner string) (store.Task, error)
 // that are refused as last committed are passed over without the board
 // lock, as Claim refuses them; the rest is tried under it, in one change.
 func (b *tasks) ClaimFirst(ctx context.Context, owner string, ids []string) (store.Task, error) {
-	for owner != "" && len(ids) > 0 && b.claimRefused(ids[0]) != nil {
-		ids = ids[1:]
-	}
-	if len(ids) == 0 && owner != "" {
-		return store.Task{}, fmt.Errorf("claim: %w", store.ErrNoTask)
+	if owner != "" { // else the rule says why not
+		for len(ids) > 0 && b.claimRefused(ids[0]) != nil {
+			ids = ids[1:]
+		}
+		if len(ids) == 0 {
+			return store.Task{}, fmt.Errorf("claim: %w", store.ErrNoTask)
+		}
 	}
 	var out store.Task
 	err := b.do(ctx, func(x *tx) (err error) {
@@ -769,13 +771,7 @@ func (b *tasks) claimRefused(id string) error {
 	if err != nil {
 		return nil
 	}
-	if err := t.Claimable(); err != nil {
-		if t.Owner != "" {
-			return fmt.Errorf("%w (owner %s)", err, t.Owner)
-		}
-		return err
-	}
-	return nil
+	return store.ClaimRefusal(&t)
 }
 
 // Watch wakes on any change to the board.
