@@ -34,7 +34,7 @@ func (b *tasks) run(ctx context.Context, fn func(*tx) error) error {
 		// The lock is waited for without ctx: other callers' changes ride
 		// on this hold of it.
 		err := b.t.s.locks.withLock(context.WithoutCancel(ctx), b.t.path("tasks", ".lock"), func() error {
-			if err := b.replayIntent(); err != nil {
+			if err := b.recover(); err != nil {
 				return err
 			}
 			b.commitBatch(batch)
@@ -100,7 +100,11 @@ func (b *tasks) writeStaged(staged map[string]*store.Task, order []string) error
 	for i, id := range order {
 		ts[i] = staged[id]
 	}
-	if err := b.writeTasks(ts); err != nil {
+	write := b.logBatch
+	if !logOn() {
+		write = func(ts []*store.Task) error { return b.writeTasks(ts, true) }
+	}
+	if err := write(ts); err != nil {
 		return err
 	}
 	b.t.s.hub.notify(tasksKey(b.t.key))

@@ -287,7 +287,10 @@ func atOnce(n, workers int, fn func(i int)) {
 //
 // The versions are staged at once, on as many goroutines as there are Ps:
 // making a file is work for the CPU, most of it in the kernel.
-func replaceFiles(dir string, paths []string, data [][]byte) ([]fs.FileInfo, error) {
+//
+// With durable false nothing is fsynced: the board's log holds the
+// versions already (boardlog.go).
+func replaceFiles(dir string, paths []string, data [][]byte, durable bool) ([]fs.FileInfo, error) {
 	rs := make([]*replacement, len(paths))
 	errs := make([]error, len(paths))
 	done := 0
@@ -299,7 +302,14 @@ func replaceFiles(dir string, paths []string, data [][]byte) ([]fs.FileInfo, err
 		}
 	}()
 	g := &stager{dir: dir}
-	atOnce(len(paths), runtime.GOMAXPROCS(0), func(i int) {
+	// Without fsyncs a batch of changes is a few system calls a file:
+	// goroutines of its own would wait their turn for a P behind every
+	// member's, the board lock held meanwhile.
+	workers := 1
+	if durable {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	atOnce(len(paths), workers, func(i int) {
 		if rs[i], errs[i] = g.stage(paths[i], data[i]); errs[i] != nil {
 			errs[i] = fmt.Errorf("write %s: %w", paths[i], errs[i])
 		}
@@ -307,8 +317,10 @@ func replaceFiles(dir string, paths []string, data [][]byte) ([]fs.FileInfo, err
 	if err := firstError(errs); err != nil {
 		return nil, err
 	}
-	if err := syncAll(rs); err != nil {
-		return nil, err
+	if durable {
+		if err := syncAll(rs); err != nil {
+			return nil, err
+		}
 	}
 	fis := make([]fs.FileInfo, len(rs))
 	for i, r := range rs {
@@ -318,9 +330,15 @@ func replaceFiles(dir string, paths []string, data [][]byte) ([]fs.FileInfo, err
 		}
 		r.f.Close() // after the exchange: the lock kept readers out until then
 		done++
+		if err != nil && !durable {
+			return nil, fmt.Errorf("write %s: %w", r.path, err)
+		}
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("write %s: %w", r.path, err), syncDir(dir))
 		}
+	}
+	if !durable {
+		return fis, nil
 	}
 	return fis, syncDir(dir)
 }

@@ -388,7 +388,7 @@ func TestReplaceFilesIdentities(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, spareName(0)), []byte("a spare"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fis, err := replaceFiles(dir, paths, data)
+	fis, err := replaceFiles(dir, paths, data, true)
 	if err != nil {
 		t.Fatal(err)
 	}

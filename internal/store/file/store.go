@@ -83,6 +83,7 @@ type Store struct {
 	locks         locks
 	appends       perKey[appendGroup]           // group commits of the journal and transcripts
 	batches       perKey[batcher[*boardReq]]    // group commits of the boards
+	logs          perKey[logState]              // the boards' logs as this process last left them
 	rosterBatches perKey[batcher[*rosterReq]]   // group commits of the rosters
 	sends         perKey[batcher[*pendingSend]] // group commits of the inboxes
 	hub           hub

@@ -73,7 +73,7 @@ func (b *tasks) locked(ctx context.Context, fn func(*tx) error) error {
 		return err
 	}
 	err := b.t.s.locks.withLock(ctx, b.t.path("tasks", ".lock"), func() error {
-		if err := b.replayIntent(); err != nil {
+		if err := b.recover(); err != nil {
 			return err
 		}
 		x := &tx{b: b, cache: make(map[string]*store.Task), locked: true}
@@ -131,6 +131,15 @@ func (x *tx) overlayIntent() error {
 	return nil
 }
 
+// recover finishes what a crash left, the board lock held: the log first
+// (older than any intent: an intent checkpoints it), then an intent.
+func (b *tasks) recover() error {
+	if err := b.recoverLog(); err != nil {
+		return err
+	}
+	return b.replayIntent()
+}
+
 func (b *tasks) replayIntent() error {
 	path := b.t.path("tasks", ".intent")
 	data, err := os.ReadFile(path)
@@ -160,7 +169,7 @@ func (b *tasks) apply(in *intent) error {
 	for i := range in.Write {
 		ts[i] = &in.Write[i]
 	}
-	if err := b.writeTasks(ts); err != nil {
+	if err := b.writeTasks(ts, true); err != nil {
 		return err
 	}
 	for _, id := range in.Remove {
@@ -180,7 +189,7 @@ func (b *tasks) apply(in *intent) error {
 
 // writeTasks makes the tasks durable in their files, together (see
 // replaceFiles).
-func (b *tasks) writeTasks(ts []*store.Task) error {
+func (b *tasks) writeTasks(ts []*store.Task, durable bool) error {
 	if len(ts) == 0 {
 		return nil
 	}
@@ -193,7 +202,7 @@ func (b *tasks) writeTasks(ts []*store.Task) error {
 		}
 		paths[i] = b.file(t.ID)
 	}
-	fis, err := replaceFiles(b.dir(), paths, data)
+	fis, err := replaceFiles(b.dir(), paths, data, durable)
 	if err != nil {
 		return err
 	}
@@ -211,6 +220,10 @@ func (b *tasks) writeTasks(ts []*store.Task) error {
 func (x *tx) commit() error {
 	if len(x.dirty) == 0 && len(x.removed) == 0 {
 		return nil
+	}
+	// A write past the log empties it first (see boardlog.go).
+	if err := x.b.checkpointIfAny(); err != nil {
+		return fmt.Errorf("task board of team %s: %w", x.b.t.name, err)
 	}
 	// A new version before any file changes (see boardcache.go).
 	if err := x.b.logChange(append(slices.Clip(x.dirty), x.removed...)); err != nil {
@@ -570,6 +583,9 @@ func (b *tasks) CreateAll(ctx context.Context, ts []store.Task) ([]store.Task, e
 
 // Get returns one task.
 func (b *tasks) Get(ctx context.Context, id string) (store.Task, error) {
+	if err := b.settle(ctx); err != nil {
+		return store.Task{}, err
+	}
 	if t, ok := b.getUnlocked(id); ok {
 		return emptyLists(t), nil
 	}
@@ -624,6 +640,9 @@ func (b *tasks) Snapshot(ctx context.Context) ([]store.Task, error) {
 // list reads the board and hands out the cached one through out.
 func (b *tasks) list(ctx context.Context, out func([]store.Task) []store.Task) ([]store.Task, error) {
 	if err := b.t.s.closedErr(); err != nil {
+		return nil, err
+	}
+	if err := b.settle(ctx); err != nil {
 		return nil, err
 	}
 	if c, ok := b.current(); ok {
@@ -734,6 +753,9 @@ func (b *tasks) ClaimNext(ctx context.Context, owner string) (store.Task, error)
 // that are refused as last committed are passed over without the board
 // lock, as Claim refuses them; the rest is tried under it, in one change.
 func (b *tasks) ClaimFirst(ctx context.Context, owner string, ids []string) (store.Task, error) {
+	if err := b.settle(ctx); err != nil {
+		return store.Task{}, fmt.Errorf("claim: %w", err)
+	}
 	if owner != "" { // else the rule says why not
 		for len(ids) > 0 && b.claimRefused(ids[0]) != nil {
 			ids = ids[1:]

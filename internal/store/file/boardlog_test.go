@@ -1,0 +1,209 @@
+package file
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/troupe-dev/troupe/internal/store"
+)
+
+// logBoard opens the store in dir (a process of its own: nothing shared
+// with another Store) and its team t, made on first use.
+func logBoard(t *testing.T, dir string) (*Store, store.Tasks) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	tm, err := s.Team(ctx, "t")
+	if err != nil {
+		if tm, err = s.CreateTeam(ctx, store.Roster{Name: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, tm.Tasks()
+}
+
+func tasksDir(s *Store) string { return filepath.Join(s.Dir(), "teams", "t", "tasks") }
+
+func logSize(t *testing.T, s *Store) int64 {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(tasksDir(s), ".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// rebootAs makes the store see another boot until the test ends.
+func rebootAs(t *testing.T, id string) {
+	testBootID.Store(&id)
+	t.Cleanup(func() { testBootID.Store(nil) })
+}
+
+// claimOne makes task 1 and claims it for w1, through the log.
+func claimOne(t *testing.T, b store.Tasks) store.Task {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := b.Create(ctx, store.Task{Subject: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.ClaimFirst(ctx, "w1", []string{"1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func TestBoardLogHoldsBatches(t *testing.T) {
+	s, b := logBoard(t, t.TempDir())
+	claimOne(t, b)
+	if logSize(t, s) == 0 {
+		t.Fatal("a claim left the log empty: it was not written through it")
+	}
+	data, err := os.ReadFile(filepath.Join(tasksDir(s), "1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onDisk store.Task
+	if err := json.Unmarshal(data, &onDisk); err != nil || onDisk.Owner != "w1" {
+		t.Fatalf("1.json = %s (%v); want it claimed by w1", data, err)
+	}
+}
+
+// A process killed between the log's fsync and the files leaves a line
+// the files do not hold: the next holder of the lock writes it.
+func TestBoardLogKilledBeforeFiles(t *testing.T) {
+	dir := t.TempDir()
+	s, b := logBoard(t, dir)
+	task := claimOne(t, b)
+	task.Status = store.TaskCompleted
+	line, _ := json.Marshal(logLine{Tasks: []store.Task{task}})
+	f, err := os.OpenFile(filepath.Join(tasksDir(s), ".log"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(append(line, '\n'))
+	f.Close()
+
+	s2, b2 := logBoard(t, dir)
+	got, err := b2.Get(context.Background(), "1")
+	if err != nil || got.Status != store.TaskCompleted {
+		t.Fatalf("task 1 = %+v, %v; want the logged completion", got, err)
+	}
+	if n := logSize(t, s2); n != 0 {
+		t.Fatalf("the log holds %d bytes after recovery; want it checkpointed", n)
+	}
+}
+
+// After a crash of the machine a file may have lost the version the log
+// holds: a marker of another boot replays the whole log.
+func TestBoardLogMachineCrash(t *testing.T) {
+	dir := t.TempDir()
+	s, b := logBoard(t, dir)
+	before, err := b.Create(context.Background(), store.Task{Subject: "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ClaimFirst(context.Background(), "w1", []string{"1"}); err != nil {
+		t.Fatal(err)
+	}
+	// The claim's write never reached the disk.
+	old, _ := store.MarshalTask(&before)
+	if err := os.WriteFile(filepath.Join(tasksDir(s), "1.json"), old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rebootAs(t, "another-boot")
+
+	s2, b2 := logBoard(t, dir)
+	list, err := b2.List(context.Background())
+	if err != nil || len(list) != 1 || list[0].Owner != "w1" || list[0].Status != store.TaskInProgress {
+		t.Fatalf("board after the reboot = %+v, %v; want task 1 claimed by w1", list, err)
+	}
+	if n := logSize(t, s2); n != 0 {
+		t.Fatalf("the log holds %d bytes after recovery; want it checkpointed", n)
+	}
+}
+
+// A line cut short by a crash during its append was never acknowledged.
+func TestBoardLogTornTail(t *testing.T) {
+	dir := t.TempDir()
+	s, b := logBoard(t, dir)
+	claimOne(t, b)
+	f, err := os.OpenFile(filepath.Join(tasksDir(s), ".log"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte(`{"tasks":[{"id":"1","subject":"torn`))
+	f.Close()
+
+	_, b2 := logBoard(t, dir)
+	got, err := b2.Get(context.Background(), "1")
+	if err != nil || got.Owner != "w1" || got.Subject != "one" {
+		t.Fatalf("task 1 = %+v, %v; want the last whole version", got, err)
+	}
+}
+
+// A line that is not cut short but unreadable is a hand edit: the board
+// refuses to guess.
+func TestBoardLogUnreadableLine(t *testing.T) {
+	dir := t.TempDir()
+	s, b := logBoard(t, dir)
+	claimOne(t, b)
+	f, err := os.OpenFile(filepath.Join(tasksDir(s), ".log"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("not json\n"))
+	f.Close()
+
+	_, b2 := logBoard(t, dir)
+	if _, err := b2.Get(context.Background(), "1"); err == nil {
+		t.Fatal("a board with an unreadable log line was read")
+	}
+}
+
+// A write past the log (a removal here) empties it first: a replay after
+// a reboot must not bring back what was removed since.
+func TestBoardLogBypassCheckpoints(t *testing.T) {
+	dir := t.TempDir()
+	s, b := logBoard(t, dir)
+	claimOne(t, b)
+	ctx := context.Background()
+	if _, err := b.Update(ctx, "1", func(t *store.Task) error { t.Status = store.TaskDeleted; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n := logSize(t, s); n != 0 {
+		t.Fatalf("the log holds %d bytes after a removal", n)
+	}
+	rebootAs(t, "another-boot")
+	_, b2 := logBoard(t, dir)
+	if list, err := b2.List(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("board after the reboot = %+v, %v; want it empty", list, err)
+	}
+}
+
+func TestBoardLogCheckpointsPastMax(t *testing.T) {
+	boardLogMax.Store(1)
+	t.Cleanup(func() { boardLogMax.Store(1 << 20) })
+	s, b := logBoard(t, t.TempDir())
+	claimOne(t, b)
+	if n := logSize(t, s); n != 0 {
+		t.Fatalf("the log holds %d bytes past its bound", n)
+	}
+}
+
+// Without a boot id there is no log: every version is fsynced in place.
+func TestBoardLogOffWithoutBootID(t *testing.T) {
+	rebootAs(t, "")
+	s, b := logBoard(t, t.TempDir())
+	claimOne(t, b)
+	if _, err := os.Stat(filepath.Join(tasksDir(s), ".log")); !os.IsNotExist(err) {
+		t.Fatalf("a log was made without a boot id: %v", err)
+	}
+}
