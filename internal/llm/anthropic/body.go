@@ -48,10 +48,11 @@ type encoder struct {
 
 // conversation holds the encoded messages of one agent's last request.
 type conversation struct {
-	used int64 // the encoder's clock at its last request; under encoder.mu
-	mu   sync.Mutex
-	ttl  llm.CacheTTL
-	msgs []encMsg
+	used   int64 // the encoder's clock at its last request; under encoder.mu
+	mu     sync.Mutex
+	ttl    llm.CacheTTL
+	msgs   []encMsg
+	system *systemEnc // the system prompt of its last request
 }
 
 // encMsg is one message as last sent, and its JSON without and with a cache
@@ -117,14 +118,22 @@ func (e *encoder) body(req *llm.Request) (*reqBody, error) {
 	if err != nil {
 		return nil, err
 	}
-	system, err := e.systemJSON(req.System, req.SystemTail, req.CacheTTL, cache)
-	if err != nil {
-		return nil, err
-	}
-
 	c := e.conversation(req.Agent)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// Each agent's system prompt is its own (SystemTail names it): kept
+	// with its conversation, not in the encoder's short list, which a
+	// team of more agents than the list holds emptied at every call.
+	sys := c.system
+	if sys == nil || sys.ttl != req.CacheTTL || sys.head != req.System || sys.tail != req.SystemTail {
+		j, err := e.systemJSON(req.System, req.SystemTail, req.CacheTTL, cache)
+		if err != nil {
+			return nil, err
+		}
+		sys = &systemEnc{ttl: req.CacheTTL, head: req.System, tail: req.SystemTail, json: j}
+		c.system = sys
+	}
+	system := sys.json
 	if c.ttl != req.CacheTTL {
 		c.ttl, c.msgs = req.CacheTTL, nil
 	}

@@ -316,3 +316,31 @@ func threadCPU(b *testing.B) func() int64 {
 }
 
 const rusageThread = 1 // RUSAGE_THREAD (Linux)
+
+// A team of more agents than the encoder's shared lists hold: each agent's
+// system prompt is encoded once, and its body is still the SDK's.
+func TestSystemEncodedOncePerAgent(t *testing.T) {
+	enc := newEncoder()
+	const agents = 3 * maxToolSets
+	first := map[string]*byte{}
+	for round := range 2 {
+		for i := range agents {
+			name := fmt.Sprintf("w%d", i)
+			req := &llm.Request{Agent: name, System: "You are a worker of the team.", SystemTail: "You are " + name + ".", Tools: tools,
+				Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock(fmt.Sprintf("round %d", round))}}}}
+			rb, err := enc.body(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := rb.bytes(), sdkBody(t, req); !bytes.Equal(got, want) {
+				t.Fatalf("%s round %d: body differs from the SDK's:\n%s", name, round, cmp.Diff(string(want), string(got)))
+			}
+			sys := &enc.conversation(name).system.json[0]
+			if round == 0 {
+				first[name] = sys
+			} else if first[name] != sys {
+				t.Fatalf("%s: its system prompt was encoded again", name)
+			}
+		}
+	}
+}
