@@ -93,7 +93,8 @@ type logState struct {
 	mu      sync.Mutex
 	fi      fs.FileInfo
 	size    int64
-	settled bool // this process has held the board lock once
+	settled bool   // this process has held the board lock once
+	board   *tasks // the board, once this process wrote its log
 }
 
 // settle takes the board lock once in this process before its first read
@@ -156,7 +157,33 @@ func (b *tasks) noteLog(fi fs.FileInfo, size int64) {
 	st := b.t.s.logs.get(b.t.key)
 	st.mu.Lock()
 	st.fi, st.size = fi, size
+	if size > 0 {
+		st.board = b
+	}
 	st.mu.Unlock()
+}
+
+// checkpointLogs empties the logs this process wrote (Store.Close): a
+// board no process works on is then its task files alone, and a file
+// edited by hand afterwards is not written over by a replay after the
+// next boot.
+func (s *Store) checkpointLogs() {
+	s.logs.mu.Lock()
+	var boards []*tasks
+	for _, st := range s.logs.m {
+		st.mu.Lock()
+		if st.board != nil {
+			boards = append(boards, st.board)
+		}
+		st.mu.Unlock()
+	}
+	s.logs.mu.Unlock()
+	for _, b := range boards {
+		err := s.locks.withLock(context.Background(), b.t.path("tasks", ".lock"), b.checkpointIfAny)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.opts.Logger.Warn("checkpoint the task board's log", "team", b.t.name, "err", err)
+		}
+	}
 }
 
 // recoverLog brings the files up to the log (see above); the board lock

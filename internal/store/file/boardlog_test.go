@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/troupe-dev/troupe/internal/store"
@@ -205,5 +206,62 @@ func TestBoardLogOffWithoutBootID(t *testing.T) {
 	claimOne(t, b)
 	if _, err := os.Stat(filepath.Join(tasksDir(s), ".log")); !os.IsNotExist(err) {
 		t.Fatalf("a log was made without a boot id: %v", err)
+	}
+}
+
+// Two stores on one board (two processes) write through one log: each
+// finds the other's lines applied (the marker) and replays nothing, and
+// both see every change.
+func TestBoardLogTwoStores(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s1, b1 := logBoard(t, dir)
+	_, b2 := logBoard(t, dir)
+	for range 6 {
+		if _, err := b1.Create(ctx, store.Task{Subject: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 1; i <= 6; i++ {
+		b, owner := b1, "w1"
+		if i%2 == 0 {
+			b, owner = b2, "w2"
+		}
+		if _, err := b.ClaimFirst(ctx, owner, []string{strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if logSize(t, s1) == 0 {
+		t.Fatal("the claims left the log empty")
+	}
+	for _, b := range []store.Tasks{b1, b2} {
+		list, err := b.List(ctx)
+		if err != nil || len(list) != 6 {
+			t.Fatalf("board = %d tasks, %v", len(list), err)
+		}
+		for _, task := range list {
+			want := "w1"
+			if store.TaskNum(task.ID)%2 == 0 {
+				want = "w2"
+			}
+			if task.Owner != want {
+				t.Fatalf("task %s owned by %q, want %q", task.ID, task.Owner, want)
+			}
+		}
+	}
+}
+
+// A clean close leaves the board its task files alone.
+func TestBoardLogEmptiedAtClose(t *testing.T) {
+	s, b := logBoard(t, t.TempDir())
+	claimOne(t, b)
+	if logSize(t, s) == 0 {
+		t.Fatal("the claim left the log empty")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := logSize(t, s); n != 0 {
+		t.Fatalf("the log holds %d bytes after Close", n)
 	}
 }

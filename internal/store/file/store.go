@@ -163,6 +163,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.syncUnsynced("")
+	s.checkpointLogs()
 	// Roster logs waiting to be folded are folded now, so that config.json
 	// is the whole roster once no process of the team runs.
 	s.compactAll()
