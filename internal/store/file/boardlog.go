@@ -94,7 +94,7 @@ type logState struct {
 	fi      fs.FileInfo
 	size    int64
 	settled bool   // this process has held the board lock once
-	board   *tasks // the board, once this process wrote its log
+	board   *tasks // the board, once this process wrote to its log
 }
 
 // settle takes the board lock once in this process before its first read
@@ -157,9 +157,6 @@ func (b *tasks) noteLog(fi fs.FileInfo, size int64) {
 	st := b.t.s.logs.get(b.t.key)
 	st.mu.Lock()
 	st.fi, st.size = fi, size
-	if size > 0 {
-		st.board = b
-	}
 	st.mu.Unlock()
 }
 
@@ -211,7 +208,7 @@ func (b *tasks) recoverLog() error {
 		b.noteLog(fi, size)
 		return nil
 	}
-	return b.checkpoint()
+	return b.checkpoint(true)
 }
 
 // readLog returns each task's last version in the log, in the order of
@@ -256,16 +253,19 @@ func (b *tasks) readLog() ([]*store.Task, error) {
 }
 
 // checkpoint makes every version in the log durable in its file and
-// empties the log; the board lock is held. The files are written again
-// from the log (where they already hold those versions this only costs
-// the writes): it cannot tell a file the page cache holds from one a
-// crash of the machine reverted.
-func (b *tasks) checkpoint() error {
+// empties the log; the board lock is held. With replay (a crash left the
+// files behind the log, or a boot came between) the files are written
+// again from the log: a file the page cache holds cannot be told from one
+// a crash of the machine reverted. Otherwise the files hold the log's
+// versions already (the marker says so), and each is fsynced where it is.
+func (b *tasks) checkpoint(replay bool) error {
 	ts, err := b.readLog()
 	if err != nil {
 		return err
 	}
-	if len(ts) > 0 {
+	switch {
+	case len(ts) == 0:
+	case replay:
 		ids := make([]string, len(ts))
 		for i, t := range ts {
 			ids[i] = t.ID
@@ -274,6 +274,20 @@ func (b *tasks) checkpoint() error {
 			return err
 		}
 		if err := b.writeTasks(ts, true); err != nil {
+			return err
+		}
+	default:
+		errs := make([]error, len(ts))
+		atOnce(len(ts), syncWorkers, func(i int) {
+			// A file gone (removed by hand) needs nothing.
+			if err := syncFile(b.file(ts[i].ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs[i] = err
+			}
+		})
+		if err := firstError(errs); err != nil {
+			return err
+		}
+		if err := syncDir(b.dir()); err != nil {
 			return err
 		}
 	}
@@ -302,7 +316,7 @@ func (b *tasks) checkpoint() error {
 }
 
 // checkpointIfAny checkpoints a log that holds anything, before a write
-// that bypasses it; the board lock is held.
+// that bypasses it; the board lock is held, and recover has run.
 func (b *tasks) checkpointIfAny() error {
 	fi, err := os.Stat(b.logPath())
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && fi.Size() == 0) {
@@ -311,7 +325,7 @@ func (b *tasks) checkpointIfAny() error {
 	if err != nil {
 		return err
 	}
-	return b.checkpoint()
+	return b.checkpoint(false)
 }
 
 // logBatch writes ts through the log: appended and fdatasynced, then
@@ -367,8 +381,12 @@ func (b *tasks) logBatch(ts []*store.Task) error {
 	if fi, err := f.Stat(); err == nil {
 		b.noteLog(fi, end)
 	}
+	st := b.t.s.logs.get(b.t.key)
+	st.mu.Lock()
+	st.board = b // checkpointed at Close
+	st.mu.Unlock()
 	if end > boardLogMax.Load() {
-		return b.checkpoint()
+		return b.checkpoint(false)
 	}
 	return nil
 }
