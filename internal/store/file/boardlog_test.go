@@ -41,6 +41,28 @@ func logSize(t *testing.T, s *Store) int64 {
 	return fi.Size()
 }
 
+// appendToLog writes data at the end of the board's log, as a writer
+// that died after it would have left it.
+func appendToLog(t *testing.T, s *Store, data []byte) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(tasksDir(s), ".log"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantLogEmpty fails the test unless the board's log is empty.
+func wantLogEmpty(t *testing.T, s *Store, after string) {
+	t.Helper()
+	if n := logSize(t, s); n != 0 {
+		t.Fatalf("the log holds %d bytes after %s", n, after)
+	}
+}
+
 // rebootAs makes the store see another boot until the test ends.
 func rebootAs(t *testing.T, id string) {
 	testBootID.Store(&id)
@@ -85,21 +107,14 @@ func TestBoardLogKilledBeforeFiles(t *testing.T) {
 	task := claimOne(t, b)
 	task.Status = store.TaskCompleted
 	line, _ := json.Marshal(logLine{Tasks: []store.Task{task}})
-	f, err := os.OpenFile(filepath.Join(tasksDir(s), ".log"), os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Write(append(line, '\n'))
-	f.Close()
+	appendToLog(t, s, append(line, '\n'))
 
 	s2, b2 := logBoard(t, dir)
 	got, err := b2.Get(context.Background(), "1")
 	if err != nil || got.Status != store.TaskCompleted {
 		t.Fatalf("task 1 = %+v, %v; want the logged completion", got, err)
 	}
-	if n := logSize(t, s2); n != 0 {
-		t.Fatalf("the log holds %d bytes after recovery; want it checkpointed", n)
-	}
+	wantLogEmpty(t, s2, "recovery")
 }
 
 // After a crash of the machine a file may have lost the version the log
@@ -126,9 +141,7 @@ func TestBoardLogMachineCrash(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Owner != "w1" || list[0].Status != store.TaskInProgress {
 		t.Fatalf("board after the reboot = %+v, %v; want task 1 claimed by w1", list, err)
 	}
-	if n := logSize(t, s2); n != 0 {
-		t.Fatalf("the log holds %d bytes after recovery; want it checkpointed", n)
-	}
+	wantLogEmpty(t, s2, "recovery")
 }
 
 // A line cut short by a crash during its append was never acknowledged.
@@ -136,12 +149,7 @@ func TestBoardLogTornTail(t *testing.T) {
 	dir := t.TempDir()
 	s, b := logBoard(t, dir)
 	claimOne(t, b)
-	f, err := os.OpenFile(filepath.Join(tasksDir(s), ".log"), os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Write([]byte(`{"tasks":[{"id":"1","subject":"torn`))
-	f.Close()
+	appendToLog(t, s, []byte(`{"tasks":[{"id":"1","subject":"torn`))
 
 	_, b2 := logBoard(t, dir)
 	got, err := b2.Get(context.Background(), "1")
@@ -156,12 +164,7 @@ func TestBoardLogUnreadableLine(t *testing.T) {
 	dir := t.TempDir()
 	s, b := logBoard(t, dir)
 	claimOne(t, b)
-	f, err := os.OpenFile(filepath.Join(tasksDir(s), ".log"), os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Write([]byte("not json\n"))
-	f.Close()
+	appendToLog(t, s, []byte("not json\n"))
 
 	_, b2 := logBoard(t, dir)
 	if _, err := b2.Get(context.Background(), "1"); err == nil {
@@ -179,9 +182,7 @@ func TestBoardLogBypassCheckpoints(t *testing.T) {
 	if _, err := b.Update(ctx, "1", func(t *store.Task) error { t.Status = store.TaskDeleted; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if n := logSize(t, s); n != 0 {
-		t.Fatalf("the log holds %d bytes after a removal", n)
-	}
+	wantLogEmpty(t, s, "a removal")
 	rebootAs(t, "another-boot")
 	_, b2 := logBoard(t, dir)
 	if list, err := b2.List(ctx); err != nil || len(list) != 0 {
@@ -194,9 +195,7 @@ func TestBoardLogCheckpointsPastMax(t *testing.T) {
 	t.Cleanup(func() { boardLogMax.Store(1 << 20) })
 	s, b := logBoard(t, t.TempDir())
 	claimOne(t, b)
-	if n := logSize(t, s); n != 0 {
-		t.Fatalf("the log holds %d bytes past its bound", n)
-	}
+	wantLogEmpty(t, s, "passing its bound")
 }
 
 // Without a boot id there is no log: every version is fsynced in place.
@@ -261,7 +260,5 @@ func TestBoardLogEmptiedAtClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := logSize(t, s); n != 0 {
-		t.Fatalf("the log holds %d bytes after Close", n)
-	}
+	wantLogEmpty(t, s, "Close")
 }
