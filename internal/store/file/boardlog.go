@@ -176,7 +176,14 @@ func (s *Store) checkpointLogs() {
 	}
 	s.logs.mu.Unlock()
 	for _, b := range boards {
-		err := s.locks.withLock(context.Background(), b.t.path("tasks", ".lock"), b.checkpointIfAny)
+		// Lines another process left unapplied are replayed first: only
+		// a log the files hold is emptied by fsyncs alone.
+		err := s.locks.withLock(context.Background(), b.t.path("tasks", ".lock"), func() error {
+			if err := b.recoverLog(); err != nil {
+				return err
+			}
+			return b.checkpointIfAny()
+		})
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			s.opts.Logger.Warn("checkpoint the task board's log", "team", b.t.name, "err", err)
 		}

@@ -262,3 +262,22 @@ func TestBoardLogEmptiedAtClose(t *testing.T) {
 	}
 	wantLogEmpty(t, s, "Close")
 }
+
+// Close empties the log only once the files hold it: a line another
+// process left unapplied is replayed, not dropped.
+func TestBoardLogCloseReplaysFirst(t *testing.T) {
+	dir := t.TempDir()
+	s, b := logBoard(t, dir)
+	task := claimOne(t, b)
+	task.Status = store.TaskCompleted
+	line, _ := json.Marshal(logLine{Tasks: []store.Task{task}})
+	appendToLog(t, s, append(line, '\n')) // another process, killed before its files
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantLogEmpty(t, s, "Close")
+	_, b2 := logBoard(t, dir)
+	if got, err := b2.Get(context.Background(), "1"); err != nil || got.Status != store.TaskCompleted {
+		t.Fatalf("task 1 = %+v, %v; want the completion the log held", got, err)
+	}
+}
