@@ -281,3 +281,25 @@ func TestBoardLogCloseReplaysFirst(t *testing.T) {
 		t.Fatalf("task 1 = %+v, %v; want the completion the log held", got, err)
 	}
 }
+
+// A log the files hold, by the marker, is left as it is by the next
+// process: the marker is read, nothing is replayed.
+func TestBoardLogAppliedNotReplayed(t *testing.T) {
+	dir := t.TempDir()
+	s, b := logBoard(t, dir)
+	claimOne(t, b)
+	if _, err := b.Create(context.Background(), store.Task{Subject: "two"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ClaimFirst(context.Background(), "w1", []string{"2"}); err != nil {
+		t.Fatal(err)
+	}
+	n := logSize(t, s)
+	_, b2 := logBoard(t, dir)
+	if _, err := b2.List(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := logSize(t, s); got != n {
+		t.Fatalf("the log went from %d to %d bytes when another store read the board", n, got)
+	}
+}
