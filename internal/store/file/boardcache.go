@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/store"
@@ -67,19 +68,29 @@ func (b *tasks) stat() (ver, dir fs.FileInfo, err error) {
 
 // logChange appends the ids a commit is about to change to the version
 // log; the caller holds the board lock.
+//
+// Raw system calls: every group commit of the board appends here, and an
+// os.File would set and clear its descriptor's flags and try the
+// netpoller each time.
 func (b *tasks) logChange(ids []string) error {
 	path := b.versionFile()
-	if fi, err := os.Stat(path); err == nil && fi.Size() > versionLogMax {
-		if err := os.Remove(path); err != nil {
-			return err
-		}
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	const flags = syscall.O_WRONLY | syscall.O_APPEND | syscall.O_CREAT
+	fd, err := openFD(path, flags, 0o644)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write([]byte(strings.Join(ids, " ") + "\n"))
-	if cerr := f.Close(); err == nil {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err == nil && st.Size > versionLogMax {
+		syscall.Close(fd)
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+		if fd, err = openFD(path, flags, 0o644); err != nil {
+			return err
+		}
+	}
+	_, err = retryEINTR(func() (int, error) { return syscall.Write(fd, []byte(strings.Join(ids, " ")+"\n")) })
+	if cerr := syscall.Close(fd); err == nil {
 		err = cerr
 	}
 	return err
