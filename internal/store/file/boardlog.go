@@ -401,15 +401,18 @@ func (b *tasks) logBatch(ts []*store.Task) error {
 		b.t.s.opts.Logger.Warn("task board log marker", "team", b.t.name, "err", err)
 		return nil
 	}
-	if fi, err := f.Stat(); err == nil {
-		b.noteLog(fi, end)
-	}
+	// fi is still the log's identity; its size is now end.
 	st := b.t.s.logs.get(b.t.key)
 	st.mu.Lock()
+	st.fi, st.size = fi, end
 	st.board = b // checkpointed at Close
 	st.mu.Unlock()
 	if end > boardLogMax.Load() {
-		return b.checkpoint(false)
+		// The batch is committed whatever the checkpoint does: a failed
+		// one is tried again at the next batch or at Close.
+		if err := b.checkpoint(false); err != nil {
+			b.t.s.opts.Logger.Warn("task board log checkpoint", "team", b.t.name, "err", err)
+		}
 	}
 	return nil
 }

@@ -322,6 +322,13 @@ func replaceFiles(dir string, paths []string, data [][]byte, durable bool) ([]fs
 			return nil, err
 		}
 	}
+	// The directory's fsync makes the renames and links durable.
+	settle := func() error {
+		if !durable {
+			return nil
+		}
+		return syncDir(dir)
+	}
 	fis := make([]fs.FileInfo, len(rs))
 	for i, r := range rs {
 		err := r.commit()
@@ -330,17 +337,11 @@ func replaceFiles(dir string, paths []string, data [][]byte, durable bool) ([]fs
 		}
 		r.f.Close() // after the exchange: the lock kept readers out until then
 		done++
-		if err != nil && !durable {
-			return nil, fmt.Errorf("write %s: %w", r.path, err)
-		}
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("write %s: %w", r.path, err), syncDir(dir))
+			return nil, errors.Join(fmt.Errorf("write %s: %w", r.path, err), settle())
 		}
 	}
-	if !durable {
-		return fis, nil
-	}
-	return fis, syncDir(dir)
+	return fis, settle()
 }
 
 // readMode is how readStable reads a file that writers replace.

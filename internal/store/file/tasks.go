@@ -702,6 +702,9 @@ func (b *tasks) Update(ctx context.Context, id string, fn func(*store.Task) erro
 // a loss read from the task's last committed state is as true as one read
 // under the lock.
 func (b *tasks) Claim(ctx context.Context, id, owner string) (store.Task, error) {
+	if err := b.settle(ctx); err != nil {
+		return store.Task{}, fmt.Errorf("claim task %s: %w", id, err)
+	}
 	if owner != "" {
 		if err := b.claimRefused(id); err != nil {
 			return store.Task{}, fmt.Errorf("claim task %s: %w", id, err)
