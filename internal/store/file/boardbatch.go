@@ -14,20 +14,19 @@ type boardReq struct {
 
 // run commits fn in the group commit of one board's changes in this
 // process (a batcher). A change that finds another being committed queues;
-// the next committer
-// takes every queued change under one hold of the board lock and runs
-// them in order, each seeing the ones before it. The changes that write
-// one task file each (a claim, most updates) are then made durable
-// together: every new file written and fsynced, the fsyncs at once (on a
-// journaled file system the first commits them all and the others find
-// little left to do; without a journal each is a write of its own), every
-// one renamed into place, and the directory fsynced once. A
-// change that touches several files, or creates a task, is committed on
-// its own as before, after the ones queued ahead of it.
+// the next committer takes every queued change under one hold of the board
+// lock and runs them in order, each seeing the ones before it. The changes
+// that can be staged (stageable: one task file, or only new tasks) are
+// then made durable together: through the board's log, one line and one
+// fdatasync for all of them before their files are written (boardlog.go);
+// without the log, every file written and fsynced at once, renamed or
+// linked into place, and the directory fsynced once. Any other change (a
+// removal, an update of several existing tasks) is committed on its own
+// through tasks/.intent, after the ones queued ahead of it.
 //
 // Each caller still returns only once its own change is durable, and a
-// change is visible to readers only once it is in its file; readers never
-// see a staged change (a List under the lock waits for the batch).
+// change is visible to readers only once it is durable; readers never see
+// a staged change before that (a List under the lock waits for the batch).
 func (b *tasks) run(ctx context.Context, fn func(*tx) error) error {
 	r := &boardReq{fn: fn, done: make(chan error, 1)}
 	b.t.s.batches.get(b.t.key).submit(r, func(batch []*boardReq) {
@@ -68,12 +67,13 @@ func (b *tasks) commitBatch(batch []*boardReq) {
 			q.done <- err
 			continue
 		}
-		if len(x.dirty) == 1 && len(x.removed) == 0 && x.cache[x.dirty[0]] != nil {
-			id := x.dirty[0]
-			if _, ok := staged[id]; !ok {
-				order = append(order, id)
+		if x.stageable() {
+			for _, id := range x.dirty {
+				if _, ok := staged[id]; !ok {
+					order = append(order, id)
+				}
+				staged[id] = x.cache[id]
 			}
-			staged[id] = x.cache[id]
 			waiting = append(waiting, q)
 			continue
 		}
@@ -88,6 +88,41 @@ func (b *tasks) commitBatch(batch []*boardReq) {
 	if len(waiting) > 0 {
 		flush()
 	}
+}
+
+// stageable reports whether a transaction's change joins the staged
+// writes of its group commit: it removes nothing, and it writes one task
+// file or, where the board has its log (boardlog.go), only tasks it makes
+// (the TaskCreate calls of a lead's reply are one such change). The log's
+// line is then the change's redo record, as tasks/.intent is for the other
+// changes of several files, and it costs one fdatasync where the intent
+// and the new files cost one each and two of the directory. A reader
+// without the lock may see some of the new tasks before the others, as if
+// they had been made one after another; each it sees is durable. Without
+// the log a change of several files keeps its intent.
+func (x *tx) stageable() bool {
+	if len(x.removed) > 0 || len(x.dirty) == 0 {
+		return false
+	}
+	for _, id := range x.dirty {
+		if x.cache[id] == nil {
+			return false
+		}
+	}
+	if len(x.dirty) == 1 {
+		return true
+	}
+	if !logOn() || !x.onDiskRead {
+		return false
+	}
+	for _, id := range x.dirty {
+		// Past the highest id on disk (read under this hold of the lock)
+		// and not made by an earlier change of the group: a new file.
+		if _, ok := x.staged[id]; ok || store.TaskNum(id) <= x.onDisk {
+			return false
+		}
+	}
+	return true
 }
 
 // writeStaged makes the staged tasks durable in their files: see

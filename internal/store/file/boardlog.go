@@ -352,8 +352,8 @@ func (b *tasks) checkpointIfAny() error {
 }
 
 // logBatch writes ts through the log: appended and fdatasynced, then
-// written into their files without an fsync. A failure takes the line
-// back out of the log; the board lock is held.
+// written into their files without an fsync. A failure before the line is
+// durable takes it back out of the log; the board lock is held.
 func (b *tasks) logBatch(ts []*store.Task) error {
 	var buf bytes.Buffer
 	l := logLine{Tasks: make([]store.Task, len(ts))}
@@ -392,7 +392,17 @@ func (b *tasks) logBatch(ts []*store.Task) error {
 		return undo(err)
 	}
 	if err := b.writeTasks(ts, false); err != nil {
-		return undo(err)
+		// The line is durable, so the batch is committed, and some of its
+		// files may hold it already: taking the line back out would leave
+		// them with a change its callers were told failed. The files are
+		// written again from the log instead (a replay), here, or, where
+		// that fails too, by the next holder of the lock, which finds the
+		// marker behind the log. The callers then hear of the failure, and
+		// their change is made all the same, as an intent's is.
+		if rerr := b.checkpoint(true); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return nil
 	}
 	end := at + int64(buf.Len())
 	if err := b.writeMarker(end, false); err != nil {

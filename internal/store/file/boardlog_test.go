@@ -3,6 +3,8 @@ package file
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -302,4 +304,111 @@ func TestBoardLogAppliedNotReplayed(t *testing.T) {
 	if got := logSize(t, s); got != n {
 		t.Fatalf("the log went from %d to %d bytes when another store read the board", n, got)
 	}
+}
+
+// createFour makes tasks 1-4 in one CreateAll, task 2 blocked by task 1.
+func createFour(t *testing.T, b store.Tasks) error {
+	t.Helper()
+	_, err := b.(store.TaskBatch).CreateAll(context.Background(), []store.Task{
+		{Subject: "a"}, {Subject: "b", BlockedBy: []string{"1"}}, {Subject: "c"}, {Subject: "d"},
+	})
+	return err
+}
+
+// wantFour fails the test unless the board is the four tasks of
+// createFour, linked both ways.
+func wantFour(t *testing.T, b store.Tasks, after string) {
+	t.Helper()
+	list, err := b.List(context.Background())
+	if err != nil || len(list) != 4 {
+		t.Fatalf("board after %s = %+v, %v; want 4 tasks", after, list, err)
+	}
+	if len(list[0].Blocks) != 1 || list[0].Blocks[0] != "2" || len(list[1].BlockedBy) != 1 {
+		t.Fatalf("board after %s: task 1 blocks %v, task 2 blocked by %v; want 1 -> 2", after, list[0].Blocks, list[1].BlockedBy)
+	}
+}
+
+// A batch of creations is one line of the log, not an intent and a fsync
+// per file: a reboot that lost some of the new files gets them back.
+func TestBoardLogCreationBatch(t *testing.T) {
+	dir := t.TempDir()
+	s, b := logBoard(t, dir)
+	if err := createFour(t, b); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(tasksDir(s), ".log"))
+	var line logLine
+	if err == nil {
+		err = json.Unmarshal(data, &line)
+	}
+	if err != nil || len(line.Tasks) != 4 {
+		t.Fatalf("the log is %q (%v); want one line of the batch's 4 tasks", data, err)
+	}
+	// The links of 3.json and 4.json never reached the disk.
+	for _, id := range []string{"3", "4"} {
+		if err := os.Remove(filepath.Join(tasksDir(s), id+".json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rebootAs(t, "another-boot")
+	_, b2 := logBoard(t, dir)
+	wantFour(t, b2, "the reboot")
+}
+
+// A creation that also changes a task already on the board is a change of
+// several existing files: it goes past the log, which is emptied first.
+func TestBoardLogCreationOfDependentBypasses(t *testing.T) {
+	s, b := logBoard(t, t.TempDir())
+	claimOne(t, b)
+	if _, err := b.Create(context.Background(), store.Task{Subject: "two", BlockedBy: []string{"1"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantLogEmpty(t, s, "a creation blocked by a task on the board")
+}
+
+// failTaskFiles makes the writes of task files fail: after writing the
+// first half of a batch, fails times, then as before.
+func failTaskFiles(t *testing.T, fails int) {
+	old := replaceTaskFiles
+	replaceTaskFiles = func(dir string, paths []string, data [][]byte, durable bool) ([]fs.FileInfo, error) {
+		if fails == 0 {
+			return old(dir, paths, data, durable)
+		}
+		fails--
+		half := len(paths) / 2
+		if _, err := old(dir, paths[:half], data[:half], durable); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("no space left on device (injected)")
+	}
+	t.Cleanup(func() { replaceTaskFiles = old })
+}
+
+// A batch whose line is durable is committed: a failure while its files
+// are written is mended from the log at once, not taken back (which would
+// leave half of them holding a change reported as failed).
+func TestBoardLogFailedFilesReplayed(t *testing.T) {
+	s, b := logBoard(t, t.TempDir())
+	failTaskFiles(t, 1)
+	if err := createFour(t, b); err != nil {
+		t.Fatalf("a batch mended from its log failed: %v", err)
+	}
+	wantFour(t, b, "a failed write")
+	wantLogEmpty(t, s, "the replay")
+}
+
+// Where the replay fails too, the caller hears of it, and the next holder
+// of the lock (another process here) makes the change from the log.
+func TestBoardLogFailedReplayLeftForNext(t *testing.T) {
+	dir := t.TempDir()
+	s, b := logBoard(t, dir)
+	failTaskFiles(t, 2)
+	if err := createFour(t, b); err == nil {
+		t.Fatal("a batch whose files and replay failed reported success")
+	}
+	if logSize(t, s) == 0 {
+		t.Fatal("the committed line was taken out of the log")
+	}
+	_, b2 := logBoard(t, dir)
+	wantFour(t, b2, "the next holder of the lock")
 }

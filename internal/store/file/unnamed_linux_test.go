@@ -13,7 +13,7 @@ import (
 func stageNew(t *testing.T, dir, name, data string) *replacement {
 	t.Helper()
 	g := &stager{dir: dir}
-	r, err := g.stage(filepath.Join(dir, name), []byte(data))
+	r, err := g.stage(filepath.Join(dir, name), []byte(data), false)
 	if err != nil {
 		t.Fatal(err)
 	}
