@@ -1,5 +1,29 @@
 package worktree
 
+import "context"
+
 // SetBeforeAdd sets the hook Add runs before each try of its git worktree
 // add (nil: none).
 func SetBeforeAdd(f func(top, branch string, try int)) { beforeAdd = f }
+
+// SetBeforeSpare sets the hook run before each spare a Pool adds; its
+// error fails the add (nil: none).
+func SetBeforeSpare(f func(seq int) error) { beforeSpare = f }
+
+// ReadyAtLeast blocks until n spares are ready, whatever failed meanwhile,
+// or ctx ends.
+func (p *Pool) ReadyAtLeast(ctx context.Context, n int) error {
+	for {
+		p.mu.Lock()
+		have, ch := p.readyLocked(), p.filled
+		p.mu.Unlock()
+		if have >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}

@@ -237,7 +237,14 @@ func (p *Pool) makeOne(seq int) {
 	p.signalLocked()
 	p.launchLocked()
 	p.mu.Unlock()
+	p.ripen(sp, written, t0)
+}
 
+// ripen refreshes a raw spare's index once the racy-git window its files
+// were written in has passed, unless it is taken meanwhile. t0, when
+// set, is when making it began (Made).
+func (p *Pool) ripen(sp spare, written, t0 time.Time) {
+	ctx := p.ctx
 	// Git takes a file whose mtime is not older than the index's as
 	// racily clean and re-reads it at every status and commit until an
 	// index written later records it: wait for the clock to leave the
@@ -251,14 +258,14 @@ func (p *Pool) makeOne(seq int) {
 	}
 	p.mu.Lock()
 	i := p.index(sp.path)
-	if i < 0 || p.closed {
+	if i < 0 || p.closed || !p.spares[i].raw {
 		p.mu.Unlock()
-		return // taken raw, or Close removes it
+		return // taken raw, refreshed by another ripen, or Close removes it
 	}
 	p.spares = append(p.spares[:i], p.spares[i+1:]...)
 	p.refreshing++
 	p.mu.Unlock()
-	err = p.refresh(ctx, sp.path)
+	err := p.refresh(ctx, sp.path)
 	p.mu.Lock()
 	p.refreshing--
 	if err != nil || p.closed {
@@ -272,8 +279,14 @@ func (p *Pool) makeOne(seq int) {
 	}
 	sp.raw = false
 	p.spares = append(p.spares, sp)
-	p.made = append(p.made, time.Since(t0))
-	p.lastErr = nil
+	if !t0.IsZero() {
+		p.made = append(p.made, time.Since(t0))
+	}
+	if !p.hold {
+		// While making another failed, Wait reports that failure: the
+		// pool makes no more until the next take.
+		p.lastErr = nil
+	}
 	p.signalLocked()
 	p.launchLocked()
 	p.mu.Unlock()
@@ -318,8 +331,17 @@ func (p *Pool) Made() []time.Duration {
 	return append([]time.Duration(nil), p.made...)
 }
 
+// beforeSpare, when set (by tests), runs before each spare is added; an
+// error is the add's.
+var beforeSpare func(seq int) error
+
 // add checks out one spare, detached at the base's HEAD.
 func (p *Pool) add(ctx context.Context, seq int) (spare, error) {
+	if beforeSpare != nil {
+		if err := beforeSpare(seq); err != nil {
+			return spare{}, err
+		}
+	}
 	head, err := p.repo.Head(ctx)
 	if err != nil {
 		return spare{}, err
@@ -585,12 +607,22 @@ func (p *Pool) undo(wt Worktree, created bool) {
 	_ = os.Remove(filepath.Dir(wt.Path))
 }
 
+// giveBack returns a spare a take could not use. A raw one is ripened
+// again: the goroutine that made it stopped when it was taken, and a
+// spare left raw would never count as ready.
 func (p *Pool) giveBack(sp spare) {
 	p.mu.Lock()
 	closed := p.closed
 	if !closed {
 		p.spares = append(p.spares, sp)
 		p.signalLocked()
+		if sp.raw {
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				p.ripen(sp, time.Now(), time.Time{})
+			}()
+		}
 	}
 	p.mu.Unlock()
 	if closed {

@@ -330,3 +330,35 @@ func TestPoolBurst(t *testing.T) {
 		t.Errorf("%d spares registered; want 3: %q", spares, registered(t, r))
 	}
 }
+
+// TestPoolWaitReportsFailedSpare: one of two spares made at once fails and
+// the other is ready after it: the pool makes no more until the next take,
+// so Wait for both reports the failure instead of waiting for ever (the
+// other's success had cleared it).
+func TestPoolWaitReportsFailedSpare(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := gitRepo(t, map[string]string{"a.txt": "one\n"})
+	r, err := worktree.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	injected := errors.New("no space left on device (injected)")
+	worktree.SetBeforeSpare(func(seq int) error {
+		if seq == 1 {
+			return injected
+		}
+		return nil
+	})
+	t.Cleanup(func() { worktree.SetBeforeSpare(nil) })
+	p := worktree.NewPool(r, "t", 2)
+	defer p.Close()
+	if err := p.ReadyAtLeast(ctx, 1); err != nil {
+		t.Fatalf("the second spare: %v", err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := p.Wait(wctx, 2); !errors.Is(err, injected) {
+		t.Fatalf("Wait for 2 spares = %v; want the failure of the first", err)
+	}
+}
