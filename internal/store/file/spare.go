@@ -15,9 +15,10 @@ import (
 )
 
 // Task files are replaced through spares: tasks/.spare.<n>, a pool kept
-// by the board. A change writes the new version into a spare, fsyncs it and
-// swaps it with the task file in one atomic rename (renameat2 with
-// RENAME_EXCHANGE), so the old version becomes that spare. A temporary file
+// by the board. A change writes the new version into a spare, fsyncs it
+// (unless the board's log holds it: boardlog.go) and swaps it with the
+// task file in one atomic rename (renameat2 with RENAME_EXCHANGE), so the
+// old version becomes that spare. A temporary file
 // renamed over the task file gives readers the same, but it makes an inode
 // and frees one at every write. On ext4 without a journal (the bench
 // machine's) the allocator then checks every recently freed inode of the
@@ -30,10 +31,10 @@ import (
 // most maxSpares; past it a change writes a temporary file). A new task file
 // is its one inode: it takes no spare, so a creation makes one inode where
 // a spare per task made two. Where the system has O_TMPFILE it is made
-// unnamed, written, fsynced and linked at its path, and several are made at
-// once: creations in one directory take turns on its lock, unnamed ones do
-// not, and on that machine's ext4 making a lead's 500 tasks took 0.37 s of
-// the board lock one after another. A crash before the link leaves no
+// unnamed, written, fsynced (as above) and linked at its path, and several
+// are made at once: creations in one directory take turns on its lock,
+// unnamed ones do not, and on that machine's ext4 making a lead's 500
+// tasks took 0.37 s of the board lock one after another. A crash before the link leaves no
 // file. Elsewhere it is a temporary file renamed into place.
 //
 // A spare is the inode a reader may still be reading: a reader that opened
@@ -276,9 +277,9 @@ func atOnce(n, workers int, fn func(i int)) {
 	wg.Wait()
 }
 
-// replaceFiles gives each path its data, durably (see above): every new
-// version written and fsynced, then each put in place, then the directory
-// fsynced once. A failure before the first commit leaves every file as it
+// replaceFiles gives each path its data, durably unless durable is false
+// (see above): every new version written and fsynced, then each put in
+// place, then the directory fsynced once. A failure before the first commit leaves every file as it
 // was; one after it leaves the files before it changed and the others not.
 // It returns the identity of each new file (what a stat of its path now
 // gives: a rename or a link changes no size or mtime).
