@@ -132,6 +132,13 @@ func troupeCmd(t *testing.T, args ...string) *exec.Cmd {
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Env = append(os.Environ(), asCLI+"=1", "ANTHROPIC_API_KEY=", "TROUPE_HOME=", "XDG_STATE_HOME="+stateHome(t))
+	// A run still going after two minutes hangs: SIGQUIT has it print its
+	// goroutines to its output (which the failing test shows), and it is
+	// killed if it is still there 10 s later.
+	cmd.Cancel = func() error {
+		time.AfterFunc(10*time.Second, func() { _ = cmd.Process.Kill() })
+		return cmd.Process.Signal(syscall.SIGQUIT)
+	}
 	return cmd
 }
 

@@ -476,6 +476,7 @@ func (mb *mailbox) take(r *reader) []store.Message {
 	r.buf = nil
 	r.bufMu.Unlock()
 	var out []store.Message
+	var behind jetstream.Msg // the newest pushed again at or below r.floor
 	for _, jm := range got {
 		md, err := jm.Metadata()
 		if err != nil {
@@ -484,6 +485,7 @@ func (mb *mailbox) take(r *reader) []store.Message {
 		seq := md.Sequence.Stream
 		r.high = max(r.high, seq)
 		if seq <= r.floor {
+			behind = jm
 			continue
 		}
 		var m store.Message
@@ -506,7 +508,28 @@ func (mb *mailbox) take(r *reader) []store.Message {
 		r.seqOf[m.ID] = seq
 		out = append(out, m)
 	}
+	if behind != nil {
+		mb.ackAgain(behind)
+	}
 	return out
+}
+
+// ackAgain acks jm, which this client acked before, once more. A message
+// at or below the reader's floor is pushed again only by a consumer whose
+// own floor is behind it: a hub killed -9 loses the acks of its last tenth
+// of a second (it writes a consumer's state at most ten times a second),
+// and after the restart that message counts as unread for everyone who
+// peeks (a lead judging whether the team is done sees mail its member will
+// never be woken for), until an ack past it. Best effort, bounded by one
+// request's timeout (the caller holds the reader): when it fails, the
+// next push of it (a repush, a reconnect) tries again.
+func (mb *mailbox) ackAgain(jm jetstream.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	err := mb.t.s.try(ctx, jm.DoubleAck)
+	if err != nil {
+		mb.t.s.opts.Logger.Debug("nats store: ack again a message the server lost the ack of", "team", mb.t.name, "subject", jm.Subject(), "err", err)
+	}
 }
 
 // Ack acks the message with id and, the consumer acking all, every one

@@ -157,3 +157,70 @@ func pollErr(ch chan error) any {
 		return "nothing yet"
 	}
 }
+
+// TestReackAfterLostAck: a hub killed -9 writes a consumer's state at most
+// ten times a second, so it can come back with an inbox's ack floor behind
+// an ack it answered. The reader, whose floor is past that message, skips
+// it when it is pushed again, and must ack it again: otherwise it waits in
+// the inbox for everyone who peeks, for ever (a lead judging whether its
+// team is done waited on a member's "mail to read" the member had already
+// taken, and hung). The lost state is made here by putting a fresh
+// consumer of the same name and config in place of the reader's.
+func TestReackAfterLostAck(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, s, nm, ended := aliceReading(ctx, t)
+	mb := store.Mailbox(nm)
+	r := nm.reader("alice")
+	if _, err := mb.Send(ctx, store.Message{ID: "m1", From: "human", To: "alice", Content: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := mb.Receive(ctx, "alice"); err != nil || len(got) != 1 {
+		t.Fatalf("Receive: %v %v", contents(got), err)
+	}
+	if err := mb.Ack(ctx, "alice", "m1"); err != nil {
+		t.Fatal(err)
+	}
+
+	// The server forgets the ack: the push stops, and the consumer is made
+	// again from nothing.
+	r.cc.Stop()
+	select {
+	case <-r.cc.Closed():
+	case <-ctx.Done():
+		t.Fatal("the stopped push never closed")
+	}
+	cons, err := s.inbox.Consumer(ctx, nm.consumer("alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cons.CachedInfo().Config
+	if err := s.inbox.DeleteConsumer(ctx, cfg.Durable); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.inbox.CreateConsumer(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if waiting, err := mb.Peek(ctx, "alice"); err != nil || len(waiting) != 1 {
+		t.Fatalf("the ack is not lost: Peek %v %v", contents(waiting), err)
+	}
+	select {
+	case <-r.arrived: // drained: the next wake is the push below
+	default:
+	}
+	if err := nm.consume(r, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.arrived:
+	case <-ctx.Done():
+		t.Fatal("m1 never pushed again")
+	}
+	// Received with an ended ctx, as the team's inboxes do.
+	if got, _ := mb.Receive(ended, "alice"); len(got) != 0 {
+		t.Fatalf("m1 handed out again: %v", contents(got))
+	}
+	if waiting, err := mb.Peek(ctx, "alice"); err != nil || len(waiting) != 0 {
+		t.Errorf("after m1 was pushed again it still waits: Peek %v %v", contents(waiting), err)
+	}
+}
