@@ -1,6 +1,11 @@
 package worktree
 
-import "context"
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/gofrs/flock"
+)
 
 // SetBeforeAdd sets the hook Add runs before each try of its git worktree
 // add (nil: none).
@@ -26,4 +31,21 @@ func (p *Pool) ReadyAtLeast(ctx context.Context, n int) error {
 		case <-ch:
 		}
 	}
+}
+
+// SetRipenMissed sets the hook told of a raw spare its ripen found taken
+// (nil: none).
+func SetRipenMissed(f func(path string)) { ripenMissed = f }
+
+// HoldQueue takes the repository's merge-queue lock as another process
+// would, until release.
+func (r *Repo) HoldQueue(ctx context.Context) (release func(), err error) {
+	if err := r.setup(ctx); err != nil {
+		return nil, err
+	}
+	fl := flock.New(filepath.Join(r.commonDir, "troupe-merge.lock"))
+	if err := fl.Lock(); err != nil {
+		return nil, err
+	}
+	return func() { _ = fl.Unlock() }, nil
 }

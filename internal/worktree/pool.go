@@ -260,6 +260,9 @@ func (p *Pool) ripen(sp spare, written, t0 time.Time) {
 	i := p.index(sp.path)
 	if i < 0 || p.closed || !p.spares[i].raw {
 		p.mu.Unlock()
+		if i < 0 && ripenMissed != nil {
+			ripenMissed(sp.path)
+		}
 		return // taken raw, refreshed by another ripen, or Close removes it
 	}
 	p.spares = append(p.spares[:i], p.spares[i+1:]...)
@@ -330,6 +333,10 @@ func (p *Pool) Made() []time.Duration {
 	defer p.mu.Unlock()
 	return append([]time.Duration(nil), p.made...)
 }
+
+// ripenMissed, when set (by tests), is told of a raw spare its ripen
+// found taken.
+var ripenMissed func(path string)
 
 // beforeSpare, when set (by tests), runs before each spare is added; an
 // error is the add's.

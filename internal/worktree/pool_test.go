@@ -362,3 +362,65 @@ func TestPoolWaitReportsFailedSpare(t *testing.T) {
 		t.Fatalf("Wait for 2 spares = %v; want the failure of the first", err)
 	}
 }
+
+// TestPoolGiveBackRipensRawSpare: a raw spare whose take failed after its
+// maker stopped watching it (the maker's ripen found it taken) is given
+// back and ripened again. Left raw it never counted as ready, yet counted
+// towards the pool's target: no other was made, and a Wait for a ready
+// spare hung.
+func TestPoolGiveBackRipensRawSpare(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := gitRepo(t, map[string]string{"a.txt": "one\n"})
+	r, err := worktree.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missed := make(chan string, 1)
+	worktree.SetRipenMissed(func(path string) { missed <- path })
+	making := make(chan struct{})
+	worktree.SetBeforeSpare(func(seq int) error {
+		if seq == 1 {
+			close(making)
+		}
+		return nil
+	})
+	t.Cleanup(func() { worktree.SetRipenMissed(nil); worktree.SetBeforeSpare(nil) })
+	p := worktree.NewPool(r, "t", 1)
+	defer p.Close()
+	select {
+	case <-making: // the pool has cleaned up and makes its spare
+	case <-ctx.Done():
+		t.Fatal("the pool never made a spare")
+	}
+	// The take will wait for the merge queue, held elsewhere, until it is
+	// given up: its spare goes back.
+	release, err := r.HoldQueue(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	tctx, tcancel := context.WithCancel(ctx)
+	took := make(chan error, 1)
+	go func() {
+		_, err := p.Take(tctx, "alice", "")
+		took <- err
+	}()
+	select {
+	case <-missed: // the spare was taken raw, and its maker has let it go
+	case err := <-took:
+		t.Fatalf("Take ended before the spare's ripen: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the spare's ripen never ran")
+	}
+	tcancel()
+	if err := <-took; err == nil {
+		t.Fatal("Take with the queue held elsewhere succeeded")
+	}
+	release()
+	wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
+	defer wcancel()
+	if err := p.ReadyAtLeast(wctx, 1); err != nil {
+		t.Fatalf("the spare given back never became ready: %v", err)
+	}
+}
