@@ -295,11 +295,7 @@ func cacheFigures(recs []fakeapi.Recorded, prices usage.Prices) benchCache {
 		in := u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
 		all += in
 		read += u.CacheReadInputTokens
-		var body struct {
-			Model string `json:"model"`
-		}
-		_ = json.Unmarshal(r.Body, &body)
-		if p, ok := prices.Lookup(body.Model); ok {
+		if p, ok := prices.Lookup(r.Model); ok {
 			w1h := u.Ephemeral1hInputTokens
 			c.usd += (float64(u.InputTokens)*p.Input + float64(u.OutputTokens)*p.Output + float64(u.CacheReadInputTokens)*p.CacheRead +
 				float64(u.CacheCreationInputTokens-w1h)*p.CacheWrite + float64(w1h)*p.Write1h()) / 1e6

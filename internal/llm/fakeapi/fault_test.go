@@ -66,10 +66,10 @@ func TestHTTPFaults(t *testing.T) {
 			got = append(got, r)
 		}
 		want := []fakeapi.Recorded{
-			{N: 1, Stream: streaming, Status: 429, Rule: -1, Fault: "rate_limit"},
-			{N: 2, Stream: streaming, Status: 529, Rule: -1, Fault: "overloaded"},
-			{N: 3, Stream: streaming, Status: 500, Rule: -1, Fault: "server_error"},
-			{N: 4, Status: 200, Rule: 0},
+			{N: 1, Model: "claude-test", Stream: streaming, Status: 429, Rule: -1, Fault: "rate_limit"},
+			{N: 2, Model: "claude-test", Stream: streaming, Status: 529, Rule: -1, Fault: "overloaded"},
+			{N: 3, Model: "claude-test", Stream: streaming, Status: 500, Rule: -1, Fault: "server_error"},
+			{N: 4, Model: "claude-test", Status: 200, Rule: 0},
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("stream=%t records (-want +got):\n%s", streaming, diff)

@@ -54,6 +54,7 @@ type Recorded struct {
 	N      int    // 1-based call number
 	Agent  string // agent name found in the system prompt ("" if none)
 	Body   []byte // the raw request body
+	Model  string // the model the request named ("" if none)
 	Stream bool   // the request asked for a stream
 	// Status is the HTTP status sent: 0 while the call is in flight or when
 	// the connection was dropped, 499 when the client went away (or the
@@ -233,6 +234,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	p, raw, decodeErr := s.read(body)
 	if obj, ok := raw.(map[string]any); ok {
 		c.rec.Stream, _ = obj["stream"].(bool)
+		c.rec.Model, _ = obj["model"].(string)
 		if p != nil && p.sys != nil {
 			c.rec.Agent = p.sys.agent
 		} else {

@@ -491,7 +491,7 @@ func TestRecordsRefusedRequests(t *testing.T) {
 	srv := start(t, ``, fakeapi.Options{})
 	_, _, _ = post(t, srv, "/v1/messages", apiHeaders, `{"model":"m","max_tokens":1,"stream":true,"system":"You are 'zed'","messages":[]}`)
 	got := srv.Requests()
-	want := []fakeapi.Recorded{{N: 1, Agent: "zed", Stream: true, Status: 400, Rule: -1,
+	want := []fakeapi.Recorded{{N: 1, Agent: "zed", Model: "m", Stream: true, Status: 400, Rule: -1,
 		Body: []byte(`{"model":"m","max_tokens":1,"stream":true,"system":"You are 'zed'","messages":[]}`)}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
