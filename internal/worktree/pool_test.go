@@ -36,13 +36,7 @@ func registered(t *testing.T, r *worktree.Repo) []string {
 // the new commit's file; the pool makes another spare; Close removes the
 // spares and leaves the taken worktree alone.
 func TestPoolTake(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dir := gitRepo(t, map[string]string{"a.txt": "one\n"})
-	r, err := worktree.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, dir, r := openRepo(t, map[string]string{"a.txt": "one\n"})
 	p := worktree.NewPool(r, "t", 1)
 	defer p.Close()
 	if err := p.Wait(ctx, 1); err != nil {
@@ -98,13 +92,7 @@ func TestPoolTake(t *testing.T) {
 // gets the branch back with its commits, not a new one at HEAD; a member
 // whose worktree exists is left to Add.
 func TestPoolTakeKeepsBranch(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dir := gitRepo(t, map[string]string{"a.txt": "one\n"})
-	r, err := worktree.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, dir, r := openRepo(t, map[string]string{"a.txt": "one\n"})
 	git(t, dir, "branch", "troupe/t/alice")
 	git(t, dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "--allow-empty", "-m", "main moves")
 	head := git(t, dir, "rev-parse", "HEAD")
@@ -134,13 +122,7 @@ func TestPoolTakeKeepsBranch(t *testing.T) {
 // finished, one a bare folder) are removed by the next pool of the team,
 // and RemoveSpares clears them with no pool running.
 func TestPoolLeftovers(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dir := gitRepo(t, map[string]string{"a.txt": "one\n"})
-	r, err := worktree.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, dir, r := openRepo(t, map[string]string{"a.txt": "one\n"})
 	spares := filepath.Join(dir, ".troupe", "worktrees", "t", worktree.SpareDir)
 	leftover := func() {
 		git(t, dir, "worktree", "add", "--quiet", "--detach", filepath.Join(spares, "1-1"), "HEAD")
@@ -179,13 +161,7 @@ func TestPoolLeftovers(t *testing.T) {
 // TestPoolSpareIndexNotRacy: a spare's index is written in a later second
 // than its files, so git does not re-read them at the first commit.
 func TestPoolSpareIndexNotRacy(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dir := gitRepo(t, map[string]string{"a.txt": "one\n", "b/c.txt": "two\n"})
-	r, err := worktree.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, dir, r := openRepo(t, map[string]string{"a.txt": "one\n", "b/c.txt": "two\n"})
 	p := worktree.NewPool(r, "t", 1)
 	defer p.Close()
 	if err := p.Wait(ctx, 1); err != nil {
@@ -222,13 +198,7 @@ func TestPoolSpareIndexNotRacy(t *testing.T) {
 // take. A dirty base, or one mid-merge, refuses it and leaves no worktree
 // or branch behind; a clean one after HEAD moved gets the new HEAD.
 func TestPoolTakeReady(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dir := gitRepo(t, map[string]string{"a.txt": "one\n"})
-	r, err := worktree.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, dir, r := openRepo(t, map[string]string{"a.txt": "one\n"})
 	p := worktree.NewPool(r, "t", 1)
 	defer p.Close()
 	for _, tc := range []struct {
@@ -336,13 +306,7 @@ func TestPoolBurst(t *testing.T) {
 // so Wait for both reports the failure instead of waiting for ever (the
 // other's success had cleared it).
 func TestPoolWaitReportsFailedSpare(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dir := gitRepo(t, map[string]string{"a.txt": "one\n"})
-	r, err := worktree.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, r := openRepo(t, map[string]string{"a.txt": "one\n"})
 	injected := errors.New("no space left on device (injected)")
 	worktree.SetBeforeSpare(func(seq int) error {
 		if seq == 1 {
@@ -369,13 +333,7 @@ func TestPoolWaitReportsFailedSpare(t *testing.T) {
 // towards the pool's target: no other was made, and a Wait for a ready
 // spare hung.
 func TestPoolGiveBackRipensRawSpare(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dir := gitRepo(t, map[string]string{"a.txt": "one\n"})
-	r, err := worktree.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, r := openRepo(t, map[string]string{"a.txt": "one\n"})
 	missed := make(chan string, 1)
 	worktree.SetRipenMissed(func(path string) { missed <- path })
 	making := make(chan struct{})
@@ -423,4 +381,18 @@ func TestPoolGiveBackRipensRawSpare(t *testing.T) {
 	if err := p.ReadyAtLeast(wctx, 1); err != nil {
 		t.Fatalf("the spare given back never became ready: %v", err)
 	}
+}
+
+// openRepo opens a new repository holding files, for a test that has a
+// minute.
+func openRepo(t *testing.T, files map[string]string) (context.Context, string, *worktree.Repo) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	dir := gitRepo(t, files)
+	r, err := worktree.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, dir, r
 }

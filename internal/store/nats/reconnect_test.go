@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats-server/v2/server"
 	natsgo "github.com/nats-io/nats.go"
 
 	"github.com/troupe-dev/troupe/internal/store"
@@ -65,29 +66,16 @@ func TestReconnectRewindsInbox(t *testing.T) {
 func TestAckDroppedByServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, s, nm, _ := aliceReading(ctx, t)
+	srv, s, nm, r, _ := aliceHoldsOne(ctx, t)
 	mb := store.Mailbox(nm)
-	r := nm.reader("alice")
-	if _, err := mb.Send(ctx, store.Message{ID: "m1", From: "human", To: "alice", Content: "one"}); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := mb.Receive(ctx, "alice"); err != nil || len(got) != 1 {
-		t.Fatalf("Receive: %v %v", contents(got), err)
-	}
 
 	// The consumer goes back to its floor while this reader still holds
-	// m1, and pushes nothing until the ack has been dropped.
-	r.cc.Stop()
-	// Stop unsubscribes later, in the push's goroutine; a pull request the
-	// push left on the server would take m1 again at the reset, and the
-	// first ack would be answered (once in a -count=2 run of every
-	// package). Wait until the push has unsubscribed and the server holds
-	// no pull request of it.
-	select {
-	case <-r.cc.Closed():
-	case <-ctx.Done():
-		t.Fatal("the stopped push never closed")
-	}
+	// m1, and pushes nothing until the ack has been dropped. A pull
+	// request the push left on the server would take m1 again at the
+	// reset, and the first ack would be answered (once in a -count=2 run
+	// of every package): wait until the push has unsubscribed and the
+	// server holds no pull request of it.
+	stopPush(ctx, t, r)
 	cons, err := s.inbox.Consumer(ctx, nm.consumer("alice"))
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +136,32 @@ func TestAckDroppedByServer(t *testing.T) {
 	}
 }
 
+// aliceHoldsOne is aliceReading with message m1 sent to alice and handed
+// out to her reader, not yet acked.
+func aliceHoldsOne(ctx context.Context, t *testing.T) (srv *server.Server, s *Store, nm *mailbox, r *reader, ended context.Context) {
+	t.Helper()
+	srv, s, nm, ended = aliceReading(ctx, t)
+	if _, err := nm.Send(ctx, store.Message{ID: "m1", From: "human", To: "alice", Content: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := nm.Receive(ctx, "alice"); err != nil || len(got) != 1 {
+		t.Fatalf("Receive: %v %v", contents(got), err)
+	}
+	return srv, s, nm, nm.reader("alice"), ended
+}
+
+// stopPush stops r's push and waits until it has unsubscribed (Stop does
+// it later, in the push's goroutine).
+func stopPush(ctx context.Context, t *testing.T, r *reader) {
+	t.Helper()
+	r.cc.Stop()
+	select {
+	case <-r.cc.Closed():
+	case <-ctx.Done():
+		t.Fatal("the stopped push never closed")
+	}
+}
+
 // pollErr is what ch holds, if anything yet.
 func pollErr(ch chan error) any {
 	select {
@@ -169,27 +183,15 @@ func pollErr(ch chan error) any {
 func TestReackAfterLostAck(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, s, nm, ended := aliceReading(ctx, t)
+	_, s, nm, r, ended := aliceHoldsOne(ctx, t)
 	mb := store.Mailbox(nm)
-	r := nm.reader("alice")
-	if _, err := mb.Send(ctx, store.Message{ID: "m1", From: "human", To: "alice", Content: "one"}); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := mb.Receive(ctx, "alice"); err != nil || len(got) != 1 {
-		t.Fatalf("Receive: %v %v", contents(got), err)
-	}
 	if err := mb.Ack(ctx, "alice", "m1"); err != nil {
 		t.Fatal(err)
 	}
 
 	// The server forgets the ack: the push stops, and the consumer is made
 	// again from nothing.
-	r.cc.Stop()
-	select {
-	case <-r.cc.Closed():
-	case <-ctx.Done():
-		t.Fatal("the stopped push never closed")
-	}
+	stopPush(ctx, t, r)
 	cons, err := s.inbox.Consumer(ctx, nm.consumer("alice"))
 	if err != nil {
 		t.Fatal(err)
