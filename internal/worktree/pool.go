@@ -91,6 +91,7 @@ type Pool struct {
 type spare struct {
 	path, head string
 	raw        bool
+	written    time.Time // when its files were checked out (racy git)
 }
 
 // NewPool starts keeping at least size spare worktrees for team
@@ -220,7 +221,6 @@ func (p *Pool) makeOne(seq int) {
 	ctx := p.ctx
 	t0 := time.Now()
 	sp, err := p.add(ctx, seq)
-	written := time.Now()
 	p.mu.Lock()
 	p.making--
 	if err != nil {
@@ -237,20 +237,20 @@ func (p *Pool) makeOne(seq int) {
 	p.signalLocked()
 	p.launchLocked()
 	p.mu.Unlock()
-	p.ripen(sp, written, t0)
+	p.ripen(sp, t0)
 }
 
 // ripen refreshes a raw spare's index once the racy-git window its files
 // were written in has passed, unless it is taken meanwhile. t0, when
 // set, is when making it began (Made).
-func (p *Pool) ripen(sp spare, written, t0 time.Time) {
+func (p *Pool) ripen(sp spare, t0 time.Time) {
 	ctx := p.ctx
 	// Git takes a file whose mtime is not older than the index's as
 	// racily clean and re-reads it at every status and commit until an
 	// index written later records it: wait for the clock to leave the
 	// second the checkout wrote in (git without nanosecond stamps compares
 	// seconds), then let git refresh the index.
-	wait := written.Truncate(time.Second).Add(time.Second + 20*time.Millisecond).Sub(time.Now())
+	wait := sp.written.Truncate(time.Second).Add(time.Second + 20*time.Millisecond).Sub(time.Now())
 	select {
 	case <-ctx.Done():
 		return // Close removes the spares still listed
@@ -366,7 +366,7 @@ func (p *Pool) add(ctx context.Context, seq int) (spare, error) {
 		p.discard(path)
 		return spare{}, err
 	}
-	return spare{path: path, head: head, raw: true}, nil
+	return spare{path: path, head: head, raw: true, written: time.Now()}, nil
 }
 
 // refresh lets git re-check the spare's files and write its index anew,
@@ -627,7 +627,7 @@ func (p *Pool) giveBack(sp spare) {
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
-				p.ripen(sp, time.Now(), time.Time{})
+				p.ripen(sp, time.Time{})
 			}()
 		}
 	}

@@ -34,8 +34,9 @@ import (
 // unnamed, written, fsynced (as above) and linked at its path, and several
 // are made at once: creations in one directory take turns on its lock,
 // unnamed ones do not, and on that machine's ext4 making a lead's 500
-// tasks took 0.37 s of the board lock one after another. A crash before the link leaves no
-// file. Elsewhere it is a temporary file renamed into place.
+// tasks took 0.37 s of the board lock one after another. A crash before
+// the link leaves no file. Elsewhere it is a temporary file renamed into
+// place.
 //
 // A spare is the inode a reader may still be reading: a reader that opened
 // a task file just before it was swapped out reads a spare. So a spare is
@@ -279,8 +280,9 @@ func atOnce(n, workers int, fn func(i int)) {
 
 // replaceFiles gives each path its data, durably unless durable is false
 // (see above): every new version written and fsynced, then each put in
-// place, then the directory fsynced once. A failure before the first commit leaves every file as it
-// was; one after it leaves the files before it changed and the others not.
+// place, then the directory fsynced once. A failure before the first
+// commit leaves every file as it was; one after it leaves the files before
+// it changed and the others not.
 // It returns the identity of each new file (what a stat of its path now
 // gives: a rename or a link changes no size or mtime).
 //
