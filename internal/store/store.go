@@ -200,14 +200,27 @@ func ListShared(ctx context.Context, ts Tasks) ([]Task, error) {
 // waiting for it to reach the disk: the line is in the transcript at once
 // (readers see it, and it survives the writer's process being killed), and
 // it is durable once a later Append to the same transcript returns, since
-// the transcript is durable as a prefix. A line lost to a crash of the
-// machine before that is one the next line's durability would have
-// required anyway: a caller defers only lines whose loss leaves a
-// transcript it can resume from (a tool's result, whose call is then
-// answered as interrupted), never a line something else waits on.
+// the transcript is durable as a prefix, or once Sync returns. A line lost
+// to a crash of the machine before that is one the next line's durability
+// would have required anyway: a caller defers only lines whose loss leaves
+// a transcript it can resume from (a tool's result, whose call is then
+// answered as interrupted; a reply that ended a turn), and syncs before
+// anything else comes to depend on them.
 type TranscriptsDeferred interface {
 	Transcripts
 	AppendDeferred(ctx context.Context, member string, line json.RawMessage) error
+	// Sync makes every line appended to member's transcript so far
+	// durable; it costs nothing when none waits for it.
+	Sync(ctx context.Context, member string) error
+}
+
+// SyncTranscript makes member's deferred lines in tr durable. A
+// Transcripts that cannot defer has none.
+func SyncTranscript(ctx context.Context, tr Transcripts, member string) error {
+	if d, ok := tr.(TranscriptsDeferred); ok {
+		return d.Sync(ctx, member)
+	}
+	return nil
 }
 
 // AppendTranscriptDeferred appends line to member's transcript in tr,

@@ -257,6 +257,16 @@ func (in *inbox) deliver(ctx context.Context, t store.Team, at string) []store.M
 // process could leave too (a call without its result is answered as
 // interrupted on resume, a prompt is given again by the board), and
 // nothing is acked or acted on meanwhile.
+//
+// So is a teammate's reply that ends its turn (no tool call): no tool acts
+// on it. It is written before record returns, so a killed process keeps
+// it. What the member does next decides when it is fsynced: a task it
+// claims at once goes ahead, and the fsync of the first call of that
+// task's turn covers the reply and the task's prompt together (one fsync
+// per task fewer); a status it writes or a message it sends waits for it
+// first (durable). A crash of the machine in between loses the reply
+// alone, as a crash just before the reply came would have, and the board
+// gives the claimed task again.
 func (in *inbox) record(t store.Team, m llm.Message) {
 	if t == nil {
 		in.mu.Lock()
@@ -273,7 +283,8 @@ func (in *inbox) record(t store.Team, m llm.Message) {
 		in.ackTeam, in.toAck, in.delivered = nil, "", nil
 		in.mu.Unlock()
 	}
-	deferred := m.Role == llm.RoleUser && len(delivered) == 0
+	endTurn := in.lanes != nil && m.Role != llm.RoleUser && len(m.ToolUses()) == 0
+	deferred := m.Role == llm.RoleUser && len(delivered) == 0 || endTurn
 	if in.lanes == nil {
 		appendTranscript(t, in.name, m, delivered, deferred, in.em.log)
 	} else {
@@ -283,7 +294,19 @@ func (in *inbox) record(t store.Team, m llm.Message) {
 		in.ackAfter(at, id)
 	}
 	if m.Role != llm.RoleUser {
-		in.settleLines()
+		in.settleLines() // for an end of turn, written: its fsync comes later
+	}
+}
+
+// durable is settle, and the transcript's lines written without an fsync
+// made durable too (see record).
+func (in *inbox) durable(t store.Team) {
+	in.settle()
+	if t == nil {
+		return
+	}
+	if err := store.SyncTranscript(context.Background(), t.Transcripts(), in.name); err != nil && in.em.log != nil {
+		in.em.log.Warn("transcript", "member", in.name, "err", err)
 	}
 }
 

@@ -181,11 +181,20 @@ func (d *deferTranscripts) AppendDeferred(ctx context.Context, member string, li
 	return store.AppendTranscriptDeferred(ctx, d.Transcripts, member, line)
 }
 
+func (d *deferTranscripts) Sync(ctx context.Context, member string) error {
+	d.mu.Lock()
+	d.lines = append(d.lines, "sync")
+	d.mu.Unlock()
+	return store.SyncTranscript(ctx, d.Transcripts, member)
+}
+
 // TestRecordDefersOnlyWhatNothingWaitsOn: a tool's results, which hand out
 // no inbox message, are written without their own fsync; a user message
-// that hands out messages (acked once it is durable) and every assistant
-// message (tools act on it) are durable before the record returns, for an
-// inbox that writes behind as for one that does not.
+// that hands out messages (acked once it is durable) and an assistant
+// message that calls tools (they act on it) are durable before the record
+// returns, for an inbox that writes behind as for one that does not. A
+// reply that ends the turn is deferred by a teammate's inbox (it writes
+// behind) until durable is asked for, and durable by the lead's.
 func TestRecordDefersOnlyWhatNothingWaitsOn(t *testing.T) {
 	t.Parallel()
 	for _, behind := range []bool{false, true} {
@@ -209,6 +218,11 @@ func TestRecordDefersOnlyWhatNothingWaitsOn(t *testing.T) {
 		in.record(tm, llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{llm.TextBlock("done")}})
 		in.settle()
 		want := []string{"durable user", "durable assistant", "deferred user", "durable assistant"}
+		if behind {
+			want[3] = "deferred assistant"
+			in.durable(tm)
+			want = append(want, "sync")
+		}
 		tr.mu.Lock()
 		got := tr.lines
 		tr.mu.Unlock()

@@ -240,6 +240,7 @@ func (m *Member) emitAll(ctx context.Context, evs []teamevent.Event) {
 // of a life, an idle or a shutdown also carry the pid and the heartbeat.
 func (m *Member) setStatus(ctx context.Context, status, why string) {
 	now := time.Now().UTC()
+	m.in.durable(m.cfg.Team) // the reply that ended a turn first (see inbox.record)
 	m.in.observe(func() { m.writeStatus(ctx, now, status, why, false) })
 	m.in.settle()
 }
@@ -295,7 +296,7 @@ func (m *Member) Run(ctx context.Context) (err error) {
 	m.cfg.Pacer.Enter(ctx, m.name)
 	defer m.cfg.Pacer.Leave(m.name)
 	m.jobs.SetPacing(jobPacing(ctx, m.cfg.Pacer, m.name))
-	defer m.in.settle() // nothing it wrote behind is left when it returns
+	defer m.in.durable(m.cfg.Team) // nothing it wrote behind is left when it returns, nor waits for an fsync
 	defer m.jobs.StopAll()
 	defer func() {
 		m.st.mu.Lock()
@@ -405,7 +406,7 @@ func exitWhy(err error) string {
 
 // send sends a message from this member; failures are logged.
 func (m *Member) send(ctx context.Context, msg store.Message) {
-	m.in.settle()
+	m.in.durable(m.cfg.Team) // what it says follows the turn that led to it
 	msg.From = m.name
 	sent, err := m.cfg.Team.Mailbox().Send(context.WithoutCancel(ctx), msg)
 	if err != nil {

@@ -2,6 +2,7 @@ package team_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,22 +22,72 @@ type countingStore struct {
 	store.Store
 	updates *atomic.Int64
 	appends *journalAppends
+	lines   *transcriptOps
 }
 
 func (s countingStore) CreateTeam(ctx context.Context, r store.Roster) (store.Team, error) {
 	t, err := s.Store.CreateTeam(ctx, r)
-	return countingTeam{Team: t, updates: s.updates, appends: s.appends}, err
+	return countingTeam{Team: t, updates: s.updates, appends: s.appends, lines: s.lines}, err
 }
 
 func (s countingStore) Team(ctx context.Context, name string) (store.Team, error) {
 	t, err := s.Store.Team(ctx, name)
-	return countingTeam{Team: t, updates: s.updates, appends: s.appends}, err
+	return countingTeam{Team: t, updates: s.updates, appends: s.appends, lines: s.lines}, err
 }
 
 type countingTeam struct {
 	store.Team
 	updates *atomic.Int64
 	appends *journalAppends
+	lines   *transcriptOps
+}
+
+func (t countingTeam) Transcripts() store.Transcripts {
+	if t.lines == nil {
+		return t.Team.Transcripts()
+	}
+	return countingTranscripts{TranscriptsDeferred: t.Team.Transcripts().(store.TranscriptsDeferred), ops: t.lines}
+}
+
+// transcriptOps are w1's transcript writes in order ("durable <role>",
+// "deferred <role>" or "sync"), and its roster updates ("status <status>").
+type transcriptOps struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (o *transcriptOps) add(member, op string, line json.RawMessage) {
+	if member != "w1" {
+		return
+	}
+	if line != nil {
+		var l struct{ Role string }
+		_ = json.Unmarshal(line, &l)
+		op += " " + l.Role
+	}
+	o.mu.Lock()
+	o.all = append(o.all, op)
+	o.mu.Unlock()
+}
+
+type countingTranscripts struct {
+	store.TranscriptsDeferred
+	ops *transcriptOps
+}
+
+func (c countingTranscripts) Append(ctx context.Context, member string, line json.RawMessage) error {
+	c.ops.add(member, "durable", line)
+	return c.TranscriptsDeferred.Append(ctx, member, line)
+}
+
+func (c countingTranscripts) AppendDeferred(ctx context.Context, member string, line json.RawMessage) error {
+	c.ops.add(member, "deferred", line)
+	return c.TranscriptsDeferred.AppendDeferred(ctx, member, line)
+}
+
+func (c countingTranscripts) Sync(ctx context.Context, member string) error {
+	c.ops.add(member, "sync", nil)
+	return c.TranscriptsDeferred.Sync(ctx, member)
 }
 
 func (t countingTeam) Journal() store.Journal {
@@ -86,7 +137,11 @@ func (t countingTeam) UpdateMember(ctx context.Context, name string, fn func(*st
 	if name == "w1" {
 		t.updates.Add(1)
 	}
-	return t.Team.UpdateMember(ctx, name, fn)
+	m, changed, err := t.Team.UpdateMember(ctx, name, fn)
+	if t.lines != nil && err == nil {
+		t.lines.add(name, "status "+m.Status, nil)
+	}
+	return m, changed, err
 }
 
 // TestWakeBetweenTasksWritesNoRoster: a teammate that goes from one task
@@ -140,5 +195,67 @@ func TestWakeBetweenTasksWritesNoRoster(t *testing.T) {
 	// one per wake.
 	if n := updates.Load(); n == 0 || n >= int64(wakes) {
 		t.Errorf("w1's roster entry was updated %d times for %d working wakes, want a few", n, wakes)
+	}
+}
+
+// TestEndOfTurnDurableBeforeIdle: a teammate's reply that ends its turn
+// is written without an fsync of its own. Going from one task to the next,
+// nothing syncs it: the first call of the next task's turn is the
+// transcript's next durable line. Once nothing is left to claim, the
+// transcript is made durable before the member says it is idle.
+func TestEndOfTurnDurableBeforeIdle(t *testing.T) {
+	t.Parallel()
+	const tasks = 4
+	var updates atomic.Int64
+	ops := &transcriptOps{}
+	f := start(t, fakeapi.BoardScript("Run the board", "board", 1, tasks), func(c *team.Config) {
+		c.Store = countingStore{Store: c.Store, updates: &updates, lines: ops}
+	})
+	f.run("Run the board")
+
+	ops.mu.Lock()
+	all := slices.Clone(ops.all)
+	ops.mu.Unlock()
+	count := func(op string) int {
+		n := 0
+		for _, o := range all {
+			if o == op {
+				n++
+			}
+		}
+		return n
+	}
+	// One reply to the spawn prompt and one per task end a turn; one per
+	// task calls TaskUpdate.
+	if n := count("deferred assistant"); n != tasks+1 {
+		t.Errorf("%d replies of w1 written without their fsync, want %d (every end of turn): %q", n, tasks+1, all)
+	}
+	if n := count("durable assistant"); n != tasks {
+		t.Errorf("%d replies of w1 written durably, want %d (every call of TaskUpdate): %q", n, tasks, all)
+	}
+	firstReply, lastReply := slices.Index(all, "deferred assistant"), -1
+	for i, o := range all {
+		if o == "deferred assistant" {
+			lastReply = i
+		}
+	}
+	if firstReply >= 0 && slices.Contains(all[firstReply:lastReply], "sync") {
+		t.Errorf("w1's transcript was synced between two tasks: %q", all)
+	}
+	idle := slices.Index(all, "status "+store.StatusIdle)
+	if idle < lastReply || !slices.Contains(all[lastReply+1:idle], "sync") {
+		t.Errorf("w1's transcript was not synced after its last reply before the roster said idle: %q", all)
+	}
+	// Everything is in the file, in order.
+	lines := readLines(t, filepath.Join(f.state, "teams", "board", "transcripts", "w1.jsonl"))
+	var roles []string
+	for _, l := range lines {
+		var line struct{ Role string }
+		if json.Unmarshal(l, &line) == nil && line.Role != "" {
+			roles = append(roles, line.Role)
+		}
+	}
+	if want := 2 * (2*tasks + 1); len(roles) != want {
+		t.Errorf("w1's transcript holds %d messages, want %d", len(roles), want)
 	}
 }

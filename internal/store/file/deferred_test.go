@@ -12,8 +12,9 @@ import (
 )
 
 // TestDeferredTranscriptLines: a deferred line is in the transcript at
-// once and costs no fsync; the next durable line's fsync covers it, and a
-// store closed with deferred lines only fsyncs them.
+// once and costs no fsync; the next durable line's fsync covers it, Sync
+// gives it one when none did yet, and a store closed with deferred lines
+// only fsyncs them.
 func TestDeferredTranscriptLines(t *testing.T) {
 	// Not parallel: it swaps the fsync seam.
 	var mu sync.Mutex
@@ -78,6 +79,28 @@ func TestDeferredTranscriptLines(t *testing.T) {
 		t.Fatalf("transcript reads %s", got)
 	}
 
+	// Sync fsyncs deferred lines once, and nothing when none waits.
+	if err := store.AppendTranscriptDeferred(t.Context(), tr, "alice", json.RawMessage(`{"n":4}`)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := store.SyncTranscript(t.Context(), tr, "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count("alice.jsonl"); n != 2 {
+		t.Fatalf("a deferred line synced twice cost %d fsyncs in all, want 2 (one for n=3, one for n=4)", n)
+	}
+	if err := store.SyncTranscript(t.Context(), tr, "dave"); err != nil {
+		t.Fatalf("sync of a transcript never written: %v", err)
+	}
+	if n := count("dave.jsonl"); n != 0 {
+		t.Errorf("sync of a transcript never written cost %d fsyncs", n)
+	}
+	if err := store.SyncTranscript(t.Context(), tr, "Not A Name!"); err == nil {
+		t.Error("sync of a transcript with a bad member name: no error")
+	}
+
 	// An archived team's transcripts are made durable before they move.
 	t2, err := s.CreateTeam(t.Context(), store.Roster{Name: "t2"})
 	if err != nil {
@@ -103,8 +126,8 @@ func TestDeferredTranscriptLines(t *testing.T) {
 	if n := count("bob.jsonl"); n != 1 {
 		t.Errorf("Close gave bob's deferred line %d fsyncs, want 1", n)
 	}
-	if n := count("alice.jsonl"); n != 1 {
-		t.Errorf("Close fsynced alice's transcript again (%d fsyncs), though nothing of it was deferred", n)
+	if n := count("alice.jsonl"); n != 2 {
+		t.Errorf("Close fsynced alice's transcript again (%d fsyncs), though nothing of it was left deferred", n)
 	}
 	if n := count("carol.jsonl"); n != 1 {
 		t.Errorf("Close fsynced the archived carol again (%d fsyncs)", n)

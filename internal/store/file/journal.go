@@ -166,6 +166,11 @@ func (tr transcripts) AppendDeferred(ctx context.Context, member string, line js
 	return tr.t.appendTranscript(ctx, member, line, false)
 }
 
+// Sync fsyncs member's transcript if a deferred line waits for it.
+func (tr transcripts) Sync(ctx context.Context, member string) error {
+	return tr.t.syncTranscript(ctx, member)
+}
+
 func (tr transcripts) Read(ctx context.Context, member string) ([]json.RawMessage, error) {
 	return tr.t.ReadTranscript(ctx, member)
 }
@@ -199,6 +204,28 @@ func (t *Team) appendTranscript(ctx context.Context, member string, line json.Ra
 	// lock file.
 	path := t.path("transcripts", name+".jsonl")
 	return t.appendLockedSync(ctx, path, path, append(compact, '\n'), sync)
+}
+
+// syncTranscript fsyncs member's transcript when lines written without an
+// fsync wait for one: an empty line through the file's group commit, so
+// the fsync comes after any write still under way.
+func (t *Team) syncTranscript(ctx context.Context, member string) error {
+	name, err := store.NormalizeName(member)
+	if err != nil {
+		return fmt.Errorf("sync transcript: %w", err)
+	}
+	if err := t.s.closedErr(); err != nil {
+		return err
+	}
+	path := t.path("transcripts", name+".jsonl")
+	g := t.s.appends.get(path)
+	if !g.unsynced.Load() {
+		return nil
+	}
+	if err := appendGrouped(ctx, g, &t.s.locks, path, path, nil, true); err != nil {
+		return fmt.Errorf("sync transcript of %s: %w", name, err)
+	}
+	return nil
 }
 
 // ReadTranscript returns the lines of member's transcript.
