@@ -104,3 +104,40 @@ func linkUnnamed(f *os.File, path string) error {
 	}
 	return nil
 }
+
+// fsTopDirFlag is FS_TOPDIR_FL (linux/fs.h): the directory is the top of a
+// hierarchy of its own.
+const fsTopDirFlag = 0x00020000
+
+// markTopDir asks the file system to place the directories made in dir
+// as it places those at its root (ext2/3/4's Orlov allocator: each in a
+// block group of its own, one with the most free inodes and the fewest
+// directories) instead of next to dir's own. A team's files (one inode per
+// task) are then made in a group nothing else churns: on this machine's
+// ext4, in a group that held files removed in the last minutes, making a
+// file cost 0.2-0.3 ms of kernel time walking past them
+// (recently_deleted), five times what it cost in a group of its own.
+// File systems without the flag refuse it, and nothing changes there.
+func markTopDir(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+	if err != nil || flags&fsTopDirFlag != 0 {
+		return err
+	}
+	return unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(flags|fsTopDirFlag))
+}
+
+// isTopDir reports whether dir has the top-directory flag (for tests).
+func isTopDir(dir string) (bool, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(fd)
+	flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+	return flags&fsTopDirFlag != 0, err
+}
