@@ -239,6 +239,37 @@ type JournalBatch interface {
 	AppendAll(ctx context.Context, es []Event) error
 }
 
+// JournalDeferred is a Journal that can take events without waiting for
+// them to reach the disk: they are in the journal at once (readers see
+// them, and they survive the writer's process being killed), and durable
+// with the journal's next durable append, or a few milliseconds later
+// whatever comes (the journal is durable as a prefix). A caller defers
+// only observations whose loss to a crash of the machine costs a line of
+// history and nothing else: a model call's usage, a claim or a change of
+// a task the board holds durably. Never a line something is restored
+// from (a request's send).
+type JournalDeferred interface {
+	JournalBatch
+	AppendDeferred(ctx context.Context, es []Event) error
+}
+
+// AppendEventsDeferred appends es to j in order, deferred where j can
+// defer them, else durably (in one append where j takes several).
+func AppendEventsDeferred(ctx context.Context, j Journal, es []Event) error {
+	switch j := j.(type) {
+	case JournalDeferred:
+		return j.AppendDeferred(ctx, es)
+	case JournalBatch:
+		return j.AppendAll(ctx, es)
+	}
+	for _, e := range es {
+		if err := j.Append(ctx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Journal is the team's append-only event log.
 type Journal interface {
 	// Append records e (Team and TS are filled in when empty).

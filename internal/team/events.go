@@ -49,6 +49,24 @@ func emitAll(ctx context.Context, t store.Team, agentName string, evs []teameven
 		}
 		return
 	}
+	appendEvents(ctx, t, agentName, evs, onEvent, log, j.AppendAll)
+}
+
+// observe journals evs in order as emitAll does, without waiting for their
+// fsync where the journal can defer it (store.JournalDeferred): for
+// observations of what is durable elsewhere (a model call's usage, a claim
+// or a task's change, which the board holds), never for a line something
+// is restored from.
+func observe(ctx context.Context, t store.Team, agentName string, evs []teamevent.Event, onEvent func(store.Event), log *slog.Logger) {
+	j := t.Journal()
+	appendEvents(ctx, t, agentName, evs, onEvent, log, func(ctx context.Context, es []store.Event) error {
+		return store.AppendEventsDeferred(ctx, j, es)
+	})
+}
+
+// appendEvents encodes evs as agentName's, appends them with add, and
+// passes them to onEvent.
+func appendEvents(ctx context.Context, t store.Team, agentName string, evs []teamevent.Event, onEvent func(store.Event), log *slog.Logger, add func(context.Context, []store.Event) error) {
 	es := make([]store.Event, 0, len(evs))
 	now := time.Now().UTC()
 	for _, ev := range evs {
@@ -56,7 +74,10 @@ func emitAll(ctx context.Context, t store.Team, agentName string, evs []teameven
 			es = append(es, e)
 		}
 	}
-	if err := j.AppendAll(context.WithoutCancel(ctx), es); err != nil && log != nil {
+	if len(es) == 0 {
+		return
+	}
+	if err := add(context.WithoutCancel(ctx), es); err != nil && log != nil {
 		log.Warn("journal", "events", len(es), "err", err)
 	}
 	if onEvent != nil {
@@ -79,4 +100,9 @@ func (e emitter) emit(ctx context.Context, t store.Team, ev teamevent.Event) {
 
 func (e emitter) emitAll(ctx context.Context, t store.Team, evs []teamevent.Event) {
 	emitAll(ctx, t, e.agent, evs, e.onEvent, e.log)
+}
+
+// observe journals evs without waiting for their fsync (see observe).
+func (e emitter) observe(ctx context.Context, t store.Team, evs ...teamevent.Event) {
+	observe(ctx, t, e.agent, evs, e.onEvent, e.log)
 }

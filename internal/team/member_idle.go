@@ -280,9 +280,10 @@ func (m *Member) claim(ctx context.Context, list func() ([]store.Task, error)) (
 		}
 	}
 	// The notice's event, the claim's and the wake's status (nextWork's
-	// why), in one append.
+	// why), in one append, observations of what the board and the lead's
+	// inbox hold durably: the model request does not wait for their fsync.
 	woke := teamevent.Status{Member: m.name, Status: store.StatusWorking, Why: claimedWhy(got.ID)}
-	m.emitAll(ctx, append(evs, teamevent.Claim{Task: got.ID, Owner: m.name, Subject: got.Subject}, woke))
+	m.observe(ctx, append(evs, teamevent.Claim{Task: got.ID, Owner: m.name, Subject: got.Subject}, woke)...)
 	m.st.mu.Lock()
 	m.st.statusJournaled = true
 	m.st.mu.Unlock()

@@ -94,22 +94,23 @@ func (t countingTeam) Journal() store.Journal {
 	if t.appends == nil {
 		return t.Team.Journal()
 	}
-	return countingJournal{JournalBatch: t.Team.Journal().(store.JournalBatch), appends: t.appends}
+	return countingJournal{JournalDeferred: t.Team.Journal().(store.JournalDeferred), appends: t.appends}
 }
 
 // journalAppends are the event types of w1's journal appends, one entry
-// per append.
+// per append, and whether each was deferred.
 type journalAppends struct {
-	mu  sync.Mutex
-	all [][]string
+	mu       sync.Mutex
+	all      [][]string
+	deferred []bool
 }
 
 type countingJournal struct {
-	store.JournalBatch
+	store.JournalDeferred
 	appends *journalAppends
 }
 
-func (j countingJournal) note(es []store.Event) {
+func (j countingJournal) note(es []store.Event, deferred bool) {
 	var types []string
 	for _, e := range es {
 		if e.Agent == "w1" {
@@ -119,18 +120,24 @@ func (j countingJournal) note(es []store.Event) {
 	if len(types) > 0 {
 		j.appends.mu.Lock()
 		j.appends.all = append(j.appends.all, types)
+		j.appends.deferred = append(j.appends.deferred, deferred)
 		j.appends.mu.Unlock()
 	}
 }
 
 func (j countingJournal) Append(ctx context.Context, e store.Event) error {
-	j.note([]store.Event{e})
-	return j.JournalBatch.Append(ctx, e)
+	j.note([]store.Event{e}, false)
+	return j.JournalDeferred.Append(ctx, e)
 }
 
 func (j countingJournal) AppendAll(ctx context.Context, es []store.Event) error {
-	j.note(es)
-	return j.JournalBatch.AppendAll(ctx, es)
+	j.note(es, false)
+	return j.JournalDeferred.AppendAll(ctx, es)
+}
+
+func (j countingJournal) AppendDeferred(ctx context.Context, es []store.Event) error {
+	j.note(es, true)
+	return j.JournalDeferred.AppendDeferred(ctx, es)
 }
 
 func (t countingTeam) UpdateMember(ctx context.Context, name string, fn func(*store.Member) error) (store.Member, bool, error) {
@@ -170,7 +177,16 @@ func TestWakeBetweenTasksWritesNoRoster(t *testing.T) {
 	}
 	claims := 0
 	appends.mu.Lock()
-	for _, a := range appends.all {
+	for i, a := range appends.all {
+		// The observations of what the board and the lead's inbox hold
+		// (claims, completions, model calls) go without waiting for their
+		// fsync; a status of the member's own is durable.
+		observation := slices.ContainsFunc(a, func(s string) bool {
+			return strings.HasPrefix(s, "claim:") || strings.HasPrefix(s, "complete:") || strings.HasPrefix(s, "usage:")
+		})
+		if observation != appends.deferred[i] {
+			t.Errorf("w1's journal append %q deferred %v, want %v", a, appends.deferred[i], observation)
+		}
 		if !slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "claim:") }) {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/store"
 )
@@ -135,5 +136,103 @@ func TestDeferredTranscriptLines(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(dir, "teams", "t1", "transcripts", "bob.jsonl"))
 	if err != nil || string(got) != "{\"n\":1}\n" {
 		t.Errorf("bob's transcript after Close: %q, %v", got, err)
+	}
+}
+
+// TestDeferredJournalLines: deferred events are in the journal at once
+// and cost no fsync on the caller's path; one fsync follows within
+// deferredSyncDelay for all of them, and Close gives one to those still
+// waiting.
+func TestDeferredJournalLines(t *testing.T) {
+	// Not parallel: it swaps the fsync seam and the delay.
+	synced := make(chan struct{}, 16)
+	var mu sync.Mutex
+	n := 0
+	real := syncAppended
+	syncAppended = func(f *os.File) error {
+		if filepath.Base(f.Name()) == "events.jsonl" {
+			mu.Lock()
+			n++
+			mu.Unlock()
+			select {
+			case synced <- struct{}{}:
+			default:
+			}
+		}
+		return real(f)
+	}
+	delay := deferredSyncDelay
+	t.Cleanup(func() { syncAppended, deferredSyncDelay = real, delay })
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := s.CreateTeam(t.Context(), store.Roster{Name: "t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(synced) > 0 {
+		<-synced
+	}
+	j := tm.Journal()
+	if _, ok := j.(store.JournalDeferred); !ok {
+		t.Fatal("the file store's journal cannot defer")
+	}
+	// Left alone, deferred events are synced once the delay has passed.
+	deferredSyncDelay = time.Millisecond
+	for range 3 {
+		if err := store.AppendEventsDeferred(t.Context(), j, []store.Event{{Type: "usage"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-synced:
+	case <-time.After(10 * time.Second):
+		t.Fatal("deferred events were never synced")
+	}
+
+	// With a delay long enough that nothing but the test's own steps
+	// syncs: no fsync on the caller's path, and a durable append covers
+	// them.
+	deferredSyncDelay = time.Hour
+	before := count()
+	if err := store.AppendEventsDeferred(t.Context(), j, []store.Event{{Type: "usage"}, {Type: "claim"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := count() - before; got != 0 {
+		t.Fatalf("deferred events cost %d fsyncs on the caller's path", got)
+	}
+	evs, err := j.Read(t.Context())
+	if err != nil || len(evs) != 5 || evs[3].Type != "usage" || evs[4].Type != "claim" {
+		t.Fatalf("journal after the deferred append: %v, %v", evs, err)
+	}
+	if err := j.Append(t.Context(), store.Event{Type: "send"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := count() - before; got != 1 {
+		t.Fatalf("a durable append after deferred ones cost %d fsyncs, want 1", got)
+	}
+
+	// Close syncs what still waits.
+	mark := count()
+	if err := store.AppendEventsDeferred(t.Context(), j, []store.Event{{Type: "complete"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := count() - mark; got != 1 {
+		t.Errorf("Close gave the deferred event %d fsyncs, want 1", got)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "teams", "t1", "events.jsonl"))
+	if err != nil || strings.Count(string(data), "\n") != 7 || !strings.HasSuffix(string(data), "\n") {
+		t.Errorf("journal after Close: %q, %v", data, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // batcher is a group commit: a request that finds a batch being
@@ -63,12 +64,43 @@ type pendingLine struct {
 type appendGroup struct {
 	batcher[*pendingLine]
 	unsynced atomic.Bool
+	lock     atomic.Pointer[string] // the file's lock path, once known
+	soon     atomic.Bool            // a sync is scheduled (syncSoon)
+}
+
+// deferredSyncDelay is how long a deferred line of the journal waits at
+// most for its fsync when no durable append gives it one sooner (a
+// variable for tests).
+var deferredSyncDelay = 10 * time.Millisecond
+
+// syncSoon fsyncs path (appended under lockPath) deferredSyncDelay from
+// now unless a sync is already scheduled; a file whose deferred lines a
+// durable append covered meanwhile needs nothing then. One fsync for every
+// deferred line of the window, off every writer's path.
+func (s *Store) syncSoon(lockPath, path string) {
+	g := s.appends.get(path)
+	if !g.soon.CompareAndSwap(false, true) {
+		return
+	}
+	time.AfterFunc(deferredSyncDelay, func() {
+		g.soon.Store(false)
+		if !g.unsynced.Load() || s.closedErr() != nil {
+			return // covered already, or Close syncs it
+		}
+		err := appendGrouped(context.Background(), g, &s.locks, lockPath, path, nil, true)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.opts.Logger.Warn("fsync deferred lines", "path", path, "err", err)
+		}
+	})
 }
 
 // appendGrouped appends line to path under lockPath, with the lines of
 // other appends queued at the same time (g is path's group commit); with
 // sync false the line is not fsynced (see pendingLine).
 func appendGrouped(ctx context.Context, g *appendGroup, ls *locks, lockPath, path string, line []byte, sync bool) error {
+	if g.lock.Load() == nil {
+		g.lock.CompareAndSwap(nil, &lockPath) // a file is always appended under one lock
+	}
 	p := &pendingLine{line: line, sync: sync, done: make(chan error, 1)}
 	g.submit(p, func(batch []*pendingLine) {
 		var buf []byte
@@ -98,21 +130,25 @@ func appendGrouped(ctx context.Context, g *appendGroup, ls *locks, lockPath, pat
 }
 
 // syncUnsynced fsyncs every file of s.appends under dir (every file when
-// dir is "") that holds deferred lines. Deferred lines are only written to
-// files that are their own lock (transcripts). An empty line through the
-// group commit orders the fsync after any write still under way. A file
-// gone with its team (deleted, or archived since) needs nothing.
+// dir is "") that holds deferred lines (transcripts, the journal), each
+// under its own lock. An empty line through the group commit orders the
+// fsync after any write still under way. A file gone with its team
+// (deleted, or archived since) needs nothing.
 func (s *Store) syncUnsynced(dir string) {
 	s.appends.mu.Lock()
-	var paths []string
+	var paths, locks []string
 	for path, g := range s.appends.m {
 		if g.unsynced.Load() && (dir == "" || strings.HasPrefix(path, dir+string(filepath.Separator))) {
-			paths = append(paths, path)
+			lock := path
+			if l := g.lock.Load(); l != nil {
+				lock = *l
+			}
+			paths, locks = append(paths, path), append(locks, lock)
 		}
 	}
 	s.appends.mu.Unlock()
-	for _, path := range paths {
-		err := appendGrouped(context.Background(), s.appends.get(path), &s.locks, path, path, nil, true)
+	for i, path := range paths {
+		err := appendGrouped(context.Background(), s.appends.get(path), &s.locks, locks[i], path, nil, true)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			s.opts.Logger.Warn("fsync deferred lines", "path", path, "err", err)
 		}

@@ -21,10 +21,21 @@ func (j *journal) Append(ctx context.Context, e store.Event) error {
 	return j.AppendAll(ctx, []store.Event{e})
 }
 
-var _ store.JournalBatch = (*journal)(nil)
+var _ store.JournalDeferred = (*journal)(nil)
 
 // AppendAll records es in order, with one write and one fsync.
 func (j *journal) AppendAll(ctx context.Context, es []store.Event) error {
+	return j.append(ctx, es, true)
+}
+
+// AppendDeferred records es in order with one write, and returns before
+// their fsync: the journal's next durable append gives it, or a sync at
+// most deferredSyncDelay later (syncSoon), or Close.
+func (j *journal) AppendDeferred(ctx context.Context, es []store.Event) error {
+	return j.append(ctx, es, false)
+}
+
+func (j *journal) append(ctx context.Context, es []store.Event, sync bool) error {
 	var lines []byte
 	for _, e := range es {
 		if e.Type == "" {
@@ -45,8 +56,12 @@ func (j *journal) AppendAll(ctx context.Context, es []store.Event) error {
 	if len(lines) == 0 {
 		return nil
 	}
-	if err := j.t.appendLocked(ctx, j.t.path("events.lock"), j.t.path("events.jsonl"), lines); err != nil {
+	lock, path := j.t.path("events.lock"), j.t.path("events.jsonl")
+	if err := j.t.appendLockedSync(ctx, lock, path, lines, sync); err != nil {
 		return err
+	}
+	if !sync {
+		j.t.s.syncSoon(lock, path)
 	}
 	j.t.s.hub.notify(journalKey(j.t.key))
 	return nil
