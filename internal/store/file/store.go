@@ -133,11 +133,6 @@ func Open(stateDir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(teams, 0o755); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	// Each team's directory in a block group of its own, where the file
-	// system can (sys_linux.go); a hint, so a refusal changes nothing.
-	if err := markTopDir(teams); err != nil {
-		opts.Logger.Debug("teams directory left without the top-directory hint", "dir", teams, "err", err)
-	}
 	writeGitignore(abs, opts.Logger)
 	s := &Store{
 		dir:        abs,

@@ -31,9 +31,3 @@ func createUnnamed(string, uint32) (*os.File, error) { return nil, nil }
 
 // linkUnnamed is never called here: there are no unnamed files.
 func linkUnnamed(*os.File, string) error { return errors.ErrUnsupported }
-
-// markTopDir: no placement hint here.
-func markTopDir(string) error { return errors.ErrUnsupported }
-
-// isTopDir: never here.
-func isTopDir(string) (bool, error) { return false, errors.ErrUnsupported }
