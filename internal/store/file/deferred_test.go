@@ -35,14 +35,7 @@ func TestDeferredTranscriptLines(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm, err := s.CreateTeam(t.Context(), store.Roster{Name: "t1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, tm := openT1(t, dir)
 	tr := tm.Transcripts()
 	if _, ok := tr.(store.TranscriptsDeferred); !ok {
 		t.Fatal("the file store's transcripts cannot defer")
@@ -170,14 +163,7 @@ func TestDeferredJournalLines(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm, err := s.CreateTeam(t.Context(), store.Roster{Name: "t1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, tm := openT1(t, dir)
 	for len(synced) > 0 {
 		<-synced
 	}
@@ -235,4 +221,18 @@ func TestDeferredJournalLines(t *testing.T) {
 	if err != nil || strings.Count(string(data), "\n") != 7 || !strings.HasSuffix(string(data), "\n") {
 		t.Errorf("journal after Close: %q, %v", data, err)
 	}
+}
+
+// openT1 opens a file store in dir with a team t1.
+func openT1(t *testing.T, dir string) (*Store, store.Team) {
+	t.Helper()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := s.CreateTeam(t.Context(), store.Roster{Name: "t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, tm
 }
