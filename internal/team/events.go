@@ -52,12 +52,12 @@ func emitAll(ctx context.Context, t store.Team, agentName string, evs []teameven
 	appendEvents(ctx, t, agentName, evs, onEvent, log, j.AppendAll)
 }
 
-// observe journals evs in order as emitAll does, without waiting for their
-// fsync where the journal can defer it (store.JournalDeferred): for
-// observations of what is durable elsewhere (a model call's usage, a claim
-// or a task's change, which the board holds), never for a line something
-// is restored from.
-func observe(ctx context.Context, t store.Team, agentName string, evs []teamevent.Event, onEvent func(store.Event), log *slog.Logger) {
+// emitDeferred journals evs in order as emitAll does, without waiting for
+// their fsync where the journal can defer it (store.JournalDeferred): for
+// observations of what is durable elsewhere (a model call's usage, a
+// claim or a task's change, which the board holds), never for a line
+// something is restored from.
+func emitDeferred(ctx context.Context, t store.Team, agentName string, evs []teamevent.Event, onEvent func(store.Event), log *slog.Logger) {
 	j := t.Journal()
 	appendEvents(ctx, t, agentName, evs, onEvent, log, func(ctx context.Context, es []store.Event) error {
 		return store.AppendEventsDeferred(ctx, j, es)
@@ -102,7 +102,8 @@ func (e emitter) emitAll(ctx context.Context, t store.Team, evs []teamevent.Even
 	emitAll(ctx, t, e.agent, evs, e.onEvent, e.log)
 }
 
-// observe journals evs without waiting for their fsync (see observe).
-func (e emitter) observe(ctx context.Context, t store.Team, evs ...teamevent.Event) {
-	observe(ctx, t, e.agent, evs, e.onEvent, e.log)
+// emitDeferred journals evs without waiting for their fsync (see the
+// package's emitDeferred).
+func (e emitter) emitDeferred(ctx context.Context, t store.Team, evs ...teamevent.Event) {
+	emitDeferred(ctx, t, e.agent, evs, e.onEvent, e.log)
 }

@@ -234,11 +234,11 @@ func (m *Member) emitAll(ctx context.Context, evs []teamevent.Event) {
 	emitAll(ctx, m.cfg.Team, m.name, evs, m.cfg.OnEvent, m.cfg.Logger)
 }
 
-// observe journals evs as this member, after what it still writes
-// behind, without waiting for their fsync (see the package's observe).
-func (m *Member) observe(ctx context.Context, evs ...teamevent.Event) {
+// emitDeferred journals evs as this member, after what it still writes
+// behind, without waiting for their fsync (see the package's emitDeferred).
+func (m *Member) emitDeferred(ctx context.Context, evs ...teamevent.Event) {
 	m.in.settle()
-	observe(ctx, m.cfg.Team, m.name, evs, m.cfg.OnEvent, m.cfg.Logger)
+	emitDeferred(ctx, m.cfg.Team, m.name, evs, m.cfg.OnEvent, m.cfg.Logger)
 }
 
 // setStatus records a state change in the roster and the journal, after

@@ -283,7 +283,7 @@ func (m *Member) claim(ctx context.Context, list func() ([]store.Task, error)) (
 	// why), in one append, observations of what the board and the lead's
 	// inbox hold durably: the model request does not wait for their fsync.
 	woke := teamevent.Status{Member: m.name, Status: store.StatusWorking, Why: claimedWhy(got.ID)}
-	m.observe(ctx, append(evs, teamevent.Claim{Task: got.ID, Owner: m.name, Subject: got.Subject}, woke)...)
+	m.emitDeferred(ctx, append(evs, teamevent.Claim{Task: got.ID, Owner: m.name, Subject: got.Subject}, woke)...)
 	m.st.mu.Lock()
 	m.st.statusJournaled = true
 	m.st.mu.Unlock()

@@ -227,9 +227,9 @@ func (t taskUpdateTool) Run(ctx context.Context, env *tool.Env, input json.RawMe
 	change := teamevent.TaskChange{Task: got.ID, Status: got.Status, Owner: got.Owner, AddBlockedBy: args.AddBlockedBy, AddBlocks: args.AddBlocks}
 	// The board holds the change durably: its line is an observation.
 	if got.Status == store.TaskCompleted && before.Status != store.TaskCompleted {
-		t.b.em.observe(ctx, team, teamevent.TaskComplete{TaskChange: change})
+		t.b.em.emitDeferred(ctx, team, teamevent.TaskComplete{TaskChange: change})
 	} else {
-		t.b.em.observe(ctx, team, teamevent.TaskUpdate{TaskChange: change})
+		t.b.em.emitDeferred(ctx, team, teamevent.TaskUpdate{TaskChange: change})
 	}
 	if args.Owner != nil && got.Owner != "" && got.Owner != before.Owner && got.Owner != t.b.self {
 		if _, err := t.b.sendAsIn(ctx, team, store.Message{Type: store.TypeTaskAssignment, From: t.b.self, To: got.Owner, TaskID: got.ID,

@@ -135,7 +135,7 @@ func (m *Member) observeUsage(next func(agent.Event)) func(agent.Event) {
 			}
 			f := usageEvent(ev, m.agent.Config().Model, task, kind)
 			f.CacheTTL = string(m.cache.used(ev.Usage, ev.Model))
-			m.observe(context.Background(), f)
+			m.emitDeferred(context.Background(), f)
 		}
 		if next != nil {
 			next(ev)
