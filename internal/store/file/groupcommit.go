@@ -73,25 +73,38 @@ type appendGroup struct {
 // variable for tests).
 var deferredSyncDelay = 10 * time.Millisecond
 
-// syncSoon fsyncs path (appended under lockPath) deferredSyncDelay from
-// now unless a sync is already scheduled; a file whose deferred lines a
-// durable append covered meanwhile needs nothing then. One fsync for every
-// deferred line of the window, off every writer's path.
-func (s *Store) syncSoon(lockPath, path string) {
+// syncSoon fsyncs path deferredSyncDelay from now unless a sync is
+// already scheduled; a file whose deferred lines a durable append covered
+// meanwhile needs nothing then. One fsync for every deferred line of the
+// window, off every writer's path.
+func (s *Store) syncSoon(path string) {
 	g := s.appends.get(path)
 	if !g.soon.CompareAndSwap(false, true) {
 		return
 	}
 	time.AfterFunc(deferredSyncDelay, func() {
 		g.soon.Store(false)
-		if !g.unsynced.Load() || s.closedErr() != nil {
-			return // covered already, or Close syncs it
+		if s.closedErr() != nil {
+			return // Close syncs it
 		}
-		err := appendGrouped(context.Background(), g, &s.locks, lockPath, path, nil, true)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.syncDeferred(context.Background(), g, path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			s.opts.Logger.Warn("fsync deferred lines", "path", path, "err", err)
 		}
 	})
+}
+
+// syncDeferred fsyncs path, g's file, when lines written without an fsync
+// wait for one: an empty line through the group commit, under the file's
+// own lock, so the fsync comes after any write still under way.
+func (s *Store) syncDeferred(ctx context.Context, g *appendGroup, path string) error {
+	if !g.unsynced.Load() {
+		return nil
+	}
+	lock := path // a transcript is its own lock
+	if l := g.lock.Load(); l != nil {
+		lock = *l
+	}
+	return appendGrouped(ctx, g, &s.locks, lock, path, nil, true)
 }
 
 // appendGrouped appends line to path under lockPath, with the lines of
@@ -130,25 +143,20 @@ func appendGrouped(ctx context.Context, g *appendGroup, ls *locks, lockPath, pat
 }
 
 // syncUnsynced fsyncs every file of s.appends under dir (every file when
-// dir is "") that holds deferred lines (transcripts, the journal), each
-// under its own lock. An empty line through the group commit orders the
-// fsync after any write still under way. A file gone with its team
-// (deleted, or archived since) needs nothing.
+// dir is "") that holds deferred lines (transcripts, the journal)
+// (syncDeferred). A file gone with its team (deleted, or archived since)
+// needs nothing.
 func (s *Store) syncUnsynced(dir string) {
 	s.appends.mu.Lock()
-	var paths, locks []string
+	var paths []string
 	for path, g := range s.appends.m {
 		if g.unsynced.Load() && (dir == "" || strings.HasPrefix(path, dir+string(filepath.Separator))) {
-			lock := path
-			if l := g.lock.Load(); l != nil {
-				lock = *l
-			}
-			paths, locks = append(paths, path), append(locks, lock)
+			paths = append(paths, path)
 		}
 	}
 	s.appends.mu.Unlock()
-	for i, path := range paths {
-		err := appendGrouped(context.Background(), s.appends.get(path), &s.locks, locks[i], path, nil, true)
+	for _, path := range paths {
+		err := s.syncDeferred(context.Background(), s.appends.get(path), path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			s.opts.Logger.Warn("fsync deferred lines", "path", path, "err", err)
 		}

@@ -61,7 +61,7 @@ func (j *journal) append(ctx context.Context, es []store.Event, sync bool) error
 		return err
 	}
 	if !sync {
-		j.t.s.syncSoon(lock, path)
+		j.t.s.syncSoon(path)
 	}
 	j.t.s.hub.notify(journalKey(j.t.key))
 	return nil
@@ -222,8 +222,7 @@ func (t *Team) appendTranscript(ctx context.Context, member string, line json.Ra
 }
 
 // syncTranscript fsyncs member's transcript when lines written without an
-// fsync wait for one: an empty line through the file's group commit, so
-// the fsync comes after any write still under way.
+// fsync wait for one (syncDeferred).
 func (t *Team) syncTranscript(ctx context.Context, member string) error {
 	name, err := store.NormalizeName(member)
 	if err != nil {
@@ -233,11 +232,7 @@ func (t *Team) syncTranscript(ctx context.Context, member string) error {
 		return err
 	}
 	path := t.path("transcripts", name+".jsonl")
-	g := t.s.appends.get(path)
-	if !g.unsynced.Load() {
-		return nil
-	}
-	if err := appendGrouped(ctx, g, &t.s.locks, path, path, nil, true); err != nil {
+	if err := t.s.syncDeferred(ctx, t.s.appends.get(path), path); err != nil {
 		return fmt.Errorf("sync transcript of %s: %w", name, err)
 	}
 	return nil
